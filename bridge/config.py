@@ -1,0 +1,84 @@
+"""Settings of the bridge, read from the Celery app with an environment fallback.
+
+Each setting is looked up in the app's configuration first (``bridge_*`` keys,
+so it sits beside the rest of the Celery settings), then in the environment
+(``BRIDGE_*``), then falls back to a default that suits the embedded SQLite
+quick start.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, TypeVar
+
+from .errors import ValidationError
+
+T = TypeVar("T")
+
+DEFAULT_DATABASE_URL = "sqlite:///bridge.db"
+
+
+def _to_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(text)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The bridge's knobs; see the configuration table in the README."""
+
+    #: SQLAlchemy URL of the schedule store.
+    database_url: str = DEFAULT_DATABASE_URL
+    #: How long a beat instance's mark on a row stays valid without renewal.
+    lease_seconds: float = 30.0
+    #: How many due rows one tick claims at most.
+    batch_size: int = 100
+    #: The longest beat sleeps before it looks at the table again, so that a
+    #: schedule changed from outside is picked up within this many seconds.
+    poll_interval: float = 1.0
+    #: A non-final run whose status has not changed for this long can no
+    #: longer be expected to finish: it is marked LOST and stops blocking.
+    stale_run_seconds: float = 3600.0
+    #: Record runs of tasks that the bridge did not send, too.
+    record_all_tasks: bool = False
+    #: Upsert the app's ``beat_schedule`` into the table when beat starts.
+    sync_beat_schedule: bool = True
+    #: Longest text kept of a run's result, error or traceback.
+    summary_max_chars: int = 2000
+    #: How often the recorder retries a write the database refused.
+    recorder_retries: int = 3
+
+    @classmethod
+    def from_app(cls, app: Any | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+        """Read every setting from ``app.conf``, then ``environ``, then the default."""
+        conf: Mapping[str, Any] = app.conf if app is not None else {}
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for field in fields(cls):
+            key = f"bridge_{field.name}"
+            parse = _PARSERS[field.type if isinstance(field.type, str) else field.type.__name__]
+            if conf.get(key) is not None:
+                raw: Any = conf.get(key)
+            elif key.upper() in env:
+                raw = env[key.upper()]
+            else:
+                continue
+            try:
+                values[field.name] = parse(raw) if isinstance(raw, str) else raw
+            except ValueError:
+                raise ValidationError(key, raw, f"a {field.type} value") from None
+        return cls(**values)
+
+
+_PARSERS: dict[str, Callable[[str], Any]] = {
+    "str": str,
+    "float": float,
+    "int": int,
+    "bool": _to_bool,
+}

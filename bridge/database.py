@@ -1,0 +1,146 @@
+"""Connections to the schedule store, and its migrations.
+
+One :class:`Database` per URL and process: engines are not safe to share
+across ``fork()``, and Celery's prefork pool forks, so the engine is rebuilt
+whenever the process id changes.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from importlib import resources
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, inspect
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from .errors import BridgeError
+
+#: Any number works; it only has to be the same in every process that migrates.
+_MIGRATE_LOCK_KEY = 0x62726964  # "brid"
+
+
+class SchemaMissing(BridgeError):
+    """The database has not been migrated to the bridge's schema."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(
+            f"database {url}: the bridge tables are missing or out of date; "
+            "run `celery -A APP bridge migrate`"
+        )
+
+
+def _prepare_sqlite(engine: Engine) -> None:
+    """Make SQLite behave under several processes: WAL, waits, foreign keys.
+
+    Every transaction starts with ``BEGIN IMMEDIATE`` so that a transaction
+    which reads and then writes waits for the write lock instead of failing
+    with ``database is locked`` when another process wrote in between.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+class Database:
+    """The engine and session factory for one database URL, rebuilt after a fork."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._lock = threading.Lock()
+        self._pid = -1
+        self._engine: Engine | None = None
+        self._sessions: sessionmaker[Session] | None = None
+
+    @property
+    def is_sqlite(self) -> bool:
+        return make_url(self.url).get_backend_name() == "sqlite"
+
+    @property
+    def engine(self) -> Engine:
+        with self._lock:
+            if self._engine is None or self._pid != os.getpid():
+                if self._engine is not None:
+                    # Inherited from the parent: drop its connections without
+                    # closing them under the parent's feet.
+                    self._engine.dispose(close=False)
+                self._engine = self._create_engine()
+                self._sessions = sessionmaker(self._engine, expire_on_commit=False)
+                self._pid = os.getpid()
+            return self._engine
+
+    def _create_engine(self) -> Engine:
+        if self.is_sqlite:
+            engine = create_engine(self.url, connect_args={"timeout": 30})
+            _prepare_sqlite(engine)
+            return engine
+        return create_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session in a transaction that commits on success and rolls back on error."""
+        self.engine  # noqa: B018 - builds the session factory for this process
+        assert self._sessions is not None
+        with self._sessions.begin() as session:
+            yield session
+
+    def dispose(self) -> None:
+        with self._lock:
+            if self._engine is not None:
+                self._engine.dispose()
+            self._engine = None
+            self._sessions = None
+
+    def migrate(self, revision: str = "head") -> None:
+        """Upgrade the schema to ``revision``; safe to run again and concurrently.
+
+        Concurrent migrators queue on a lock (a PostgreSQL advisory lock, or
+        SQLite's write lock) and each then finds the work already done.
+        """
+        from alembic import command
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", str(resources.files("bridge.migrations")))
+        config.set_main_option("sqlalchemy.url", self.url.replace("%", "%%"))
+        with self.engine.connect() as connection, connection.begin():
+            if connection.dialect.name == "postgresql":
+                connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATE_LOCK_KEY})")
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+
+    def is_migrated(self) -> bool:
+        """Whether the bridge's tables exist (cheap enough for a startup check)."""
+        tables = set(inspect(self.engine).get_table_names())
+        return {"periodic_task", "task_execution"} <= tables
+
+    def require_schema(self) -> None:
+        if not self.is_migrated():
+            raise SchemaMissing(make_url(self.url).render_as_string(hide_password=True))
+
+
+_databases: dict[str, Database] = {}
+_databases_lock = threading.Lock()
+
+
+def database_for(url: str) -> Database:
+    """The process-wide :class:`Database` for ``url``."""
+    with _databases_lock:
+        if url not in _databases:
+            _databases[url] = Database(url)
+        return _databases[url]

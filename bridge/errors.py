@@ -1,0 +1,39 @@
+"""Exceptions the bridge raises to its callers.
+
+Every refusal of user input is a :class:`ValidationError` that names the
+field, repeats the value given and says what was expected, so that the CLI can
+print it as one line and the API caller can react to the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class BridgeError(Exception):
+    """Base class of every error the bridge raises on purpose."""
+
+
+class ValidationError(BridgeError, ValueError):
+    """A value given for a schedule field was refused; nothing was written."""
+
+    def __init__(self, field: str, value: Any, expected: str) -> None:
+        self.field = field
+        self.value = value
+        self.expected = expected
+        super().__init__(f"{field}: got {value!r}, expected {expected}")
+
+
+class ScheduleNotFound(BridgeError, LookupError):
+    """No schedule has the name that was asked for."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"name: no schedule named {name!r}")
+
+
+class DuplicateSchedule(ValidationError):
+    """A schedule with this name already exists."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("name", name, "a name no other schedule has")

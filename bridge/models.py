@@ -1,0 +1,197 @@
+"""The two tables of the bridge: ``periodic_task`` (schedules) and ``task_execution`` (runs).
+
+Their names and the meaning of their columns are part of the project's
+contract (see ``docs/design.md``); the Alembic revisions under ``migrations/``
+create exactly what is declared here.
+"""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timestamp stored in UTC and always read back timezone-aware.
+
+    PostgreSQL keeps ``timestamptz``; SQLite has no time zones, so the value
+    is stored as naive UTC text in one fixed format, which keeps string
+    comparison in ``WHERE nextrun <= :now`` correct.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r} given; the bridge stores aware UTC times")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class RunStatus(enum.StrEnum):
+    """Lifecycle of one run; the first five are non-final."""
+
+    PENDING = "PENDING"
+    SENT = "SENT"
+    RECEIVED = "RECEIVED"
+    STARTED = "STARTED"
+    RETRY = "RETRY"
+    SUCCESS = "SUCCESS"
+    FAILURE = "FAILURE"
+    REVOKED = "REVOKED"
+    LOST = "LOST"
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_STATUSES
+
+
+NON_FINAL_STATUSES = frozenset(
+    {RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED, RunStatus.STARTED, RunStatus.RETRY}
+)
+FINAL_STATUSES = frozenset(set(RunStatus) - NON_FINAL_STATUSES)
+
+
+class Trigger(enum.StrEnum):
+    """Why a run exists."""
+
+    SCHEDULED = "scheduled"
+    MANUAL = "manual"
+    CATCHUP = "catchup"
+    RETRY = "retry"
+    BACKFILL = "backfill"
+    #: A task the bridge did not send, recorded because the user opted in.
+    EXTERNAL = "external"
+
+
+class Source(enum.StrEnum):
+    """Who owns a schedule's definition."""
+
+    #: Created through the Python API or the CLI; beat never touches it.
+    API = "api"
+    #: Synced from the app's ``beat_schedule``; beat keeps it in step.
+    CONFIG = "config"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class PeriodicTask(Base):
+    """One schedule."""
+
+    __tablename__ = "periodic_task"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200), unique=True)
+    task: Mapped[str] = mapped_column(String(200))
+    #: JSON text; kept as text so that a malformed value written straight into
+    #: the table reaches the scheduler as a bad row rather than a driver error.
+    args: Mapped[str] = mapped_column(Text, default="[]")
+    kwargs: Mapped[str] = mapped_column(Text, default="{}")
+    options: Mapped[str] = mapped_column(Text, default="{}")
+    timer: Mapped[str] = mapped_column(String(200))
+    timezone: Mapped[str] = mapped_column(String(64), default="UTC")
+    #: Origin of an interval timer's grid (``anchor + k * interval``).
+    anchor: Mapped[datetime] = mapped_column(UTCDateTime)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    nextrun: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: Id of the beat instance holding the mark (lease), and when it took it.
+    worker: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    marked: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    overlap: Mapped[str] = mapped_column(String(16), default="skip")
+
+    source: Mapped[str] = mapped_column(String(16), default=Source.API.value)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    broken: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_run_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_run_id: Mapped[str | None] = mapped_column(String(36), nullable=True)
+    last_status: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    total_run_count: Mapped[int] = mapped_column(Integer, default=0)
+    skipped_count: Mapped[int] = mapped_column(Integer, default=0)
+    missed_count: Mapped[int] = mapped_column(Integer, default=0)
+
+    __table_args__ = (
+        # The due query: enabled rows ordered by nextrun.
+        Index(
+            "ix_periodic_task_due",
+            "nextrun",
+            postgresql_where=text("enabled"),
+            sqlite_where=text("enabled"),
+        ),
+    )
+
+
+class TaskExecution(Base):
+    """One run: an occurrence of a schedule, a manual trigger, or an opted-in foreign task."""
+
+    __tablename__ = "task_execution"
+
+    #: The Celery task id of the run.
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    periodic_task_id: Mapped[int | None] = mapped_column(
+        ForeignKey("periodic_task.id", ondelete="CASCADE"), nullable=True
+    )
+    task: Mapped[str] = mapped_column(String(200))
+    plan_time: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    trigger: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: When the status last changed; what staleness is measured from.
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    runtime: Mapped[float | None] = mapped_column(Float, nullable=True)
+    worker: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    result: Mapped[str | None] = mapped_column(Text, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    traceback: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    __table_args__ = (
+        # One record per occurrence, whoever writes it.
+        UniqueConstraint("periodic_task_id", "plan_time", "attempt"),
+        # The non-final check and the history listing.
+        Index("ix_task_execution_schedule_status", "periodic_task_id", "status"),
+    )
+
+
+def as_dict(row: Base) -> dict[str, Any]:
+    """The column values of a row, for display and JSON output."""
+    return {column.key: getattr(row, column.key) for column in row.__table__.columns}

@@ -24,7 +24,6 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
-    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -149,12 +148,7 @@ class PeriodicTask(Base):
 
     __table_args__ = (
         # The due query: enabled rows ordered by nextrun.
-        Index(
-            "ix_periodic_task_due",
-            "nextrun",
-            postgresql_where=text("enabled"),
-            sqlite_where=text("enabled"),
-        ),
+        Index("ix_periodic_task_due", "enabled", "nextrun"),
     )
 
 

@@ -49,13 +49,7 @@ def upgrade() -> None:
         sa.UniqueConstraint("name", name=op.f("uq_periodic_task_name")),
     )
     with op.batch_alter_table("periodic_task", schema=None) as batch_op:
-        batch_op.create_index(
-            "ix_periodic_task_due",
-            ["nextrun"],
-            unique=False,
-            postgresql_where=sa.text("enabled"),
-            sqlite_where=sa.text("enabled"),
-        )
+        batch_op.create_index("ix_periodic_task_due", ["enabled", "nextrun"], unique=False)
 
     op.create_table(
         "task_execution",
@@ -101,10 +95,6 @@ def downgrade() -> None:
 
     op.drop_table("task_execution")
     with op.batch_alter_table("periodic_task", schema=None) as batch_op:
-        batch_op.drop_index(
-            "ix_periodic_task_due",
-            postgresql_where=sa.text("enabled"),
-            sqlite_where=sa.text("enabled"),
-        )
+        batch_op.drop_index("ix_periodic_task_due")
 
     op.drop_table("periodic_task")

@@ -1,0 +1,23 @@
+"""celery-periodic-bridge: a database-backed periodic task scheduler for Celery.
+
+Schedules are rows in ``periodic_task``; ``celery beat -S bridge`` fires them;
+workers record each run in ``task_execution``. :class:`Bridge` manages them
+from Python, ``celery -A APP bridge ...`` from the shell.
+"""
+
+from __future__ import annotations
+
+from .api import Bridge, Run, Schedule
+from .config import Settings
+from .errors import BridgeError, DuplicateSchedule, ScheduleNotFound, ValidationError
+
+__all__ = [
+    "Bridge",
+    "BridgeError",
+    "DuplicateSchedule",
+    "Run",
+    "Schedule",
+    "ScheduleNotFound",
+    "Settings",
+    "ValidationError",
+]

@@ -1,0 +1,142 @@
+"""Turning a schedule into a run record and a Celery message.
+
+Shared by beat (scheduled runs) and the API (manual runs), so that every run
+the bridge sends carries the same id scheme, headers and options.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from celery import Celery
+
+from .errors import ValidationError
+from .models import RunStatus, Trigger
+
+#: Namespace of the deterministic run ids: one id per (schedule, plan time, attempt).
+RUN_ID_NAMESPACE = uuid.UUID("6f0b7c2e-5d1a-4c1e-9a8e-2b6f3c1d9e47")
+
+#: Message headers that tell a worker a task was sent by the bridge.
+HEADER_SCHEDULE = "bridge_schedule"
+HEADER_SCHEDULE_ID = "bridge_schedule_id"
+HEADER_PLAN_TIME = "bridge_plan_time"
+HEADER_TRIGGER = "bridge_trigger"
+
+#: ``apply_async`` options a schedule may carry in its ``options`` column.
+ALLOWED_OPTIONS = frozenset(
+    {
+        "queue",
+        "routing_key",
+        "exchange",
+        "priority",
+        "expires",
+        "headers",
+        "time_limit",
+        "soft_time_limit",
+        "ignore_result",
+    }
+)
+
+
+def run_id_for(schedule_id: int, plan_time: datetime, attempt: int = 1) -> str:
+    """The run id of an occurrence: the same whoever computes it, so re-doing a fire
+    after a crash finds the record instead of writing a second one."""
+    return str(uuid.uuid5(RUN_ID_NAMESPACE, f"{schedule_id}/{plan_time.isoformat()}/{attempt}"))
+
+
+@dataclass(frozen=True)
+class Payload:
+    """A schedule's call, decoded and checked."""
+
+    task: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    options: dict[str, Any]
+
+    @classmethod
+    def decode(cls, task: str, args: str, kwargs: str, options: str) -> Payload:
+        """Parse the JSON columns of a row; raises :class:`ValidationError` on bad content."""
+        return cls(
+            task=task,
+            args=_decode(args, "args", list, "a JSON list"),
+            kwargs=_decode(kwargs, "kwargs", dict, "a JSON object"),
+            options=check_options(_decode(options, "options", dict, "a JSON object")),
+        )
+
+
+def _decode(text: str, field: str, kind: type, expected: str) -> Any:
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        raise ValidationError(field, text, expected) from None
+    if not isinstance(value, kind):
+        raise ValidationError(field, text, expected)
+    return value
+
+
+def check_options(options: dict[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(options) - ALLOWED_OPTIONS)
+    if unknown:
+        raise ValidationError(
+            "options", unknown[0], f"one of {', '.join(sorted(ALLOWED_OPTIONS))}"
+        )
+    if "headers" in options and not isinstance(options["headers"], dict):
+        raise ValidationError("options.headers", options["headers"], "a JSON object")
+    return options
+
+
+def new_run(
+    schedule_id: int,
+    task: str,
+    plan_time: datetime,
+    trigger: Trigger,
+    now: datetime,
+    run_id: str | None = None,
+    attempt: int = 1,
+) -> dict[str, Any]:
+    """The ``task_execution`` row of a run about to be sent."""
+    return {
+        "id": run_id or run_id_for(schedule_id, plan_time, attempt),
+        "periodic_task_id": schedule_id,
+        "task": task,
+        "plan_time": plan_time,
+        "attempt": attempt,
+        "trigger": trigger.value,
+        "status": RunStatus.PENDING.value,
+        "updated_at": now,
+    }
+
+
+def publish(
+    app: Celery,
+    payload: Payload,
+    *,
+    run_id: str,
+    schedule_id: int,
+    schedule_name: str,
+    plan_time: datetime,
+    trigger: Trigger,
+    producer: Any = None,
+) -> None:
+    """Send the run's message with ``task_id`` = run id and headers naming its occurrence."""
+    options = dict(payload.options)
+    headers = dict(options.pop("headers", {}))
+    headers |= {
+        HEADER_SCHEDULE: schedule_name,
+        HEADER_SCHEDULE_ID: schedule_id,
+        HEADER_PLAN_TIME: plan_time.isoformat(),
+        HEADER_TRIGGER: trigger.value,
+    }
+    app.send_task(
+        payload.task,
+        args=payload.args,
+        kwargs=payload.kwargs,
+        task_id=run_id,
+        headers=headers,
+        producer=producer,
+        **options,
+    )

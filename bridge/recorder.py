@@ -1,0 +1,267 @@
+"""Execution records written by Celery workers.
+
+Install it with one line in the module that creates the Celery app::
+
+    bridge.recorder.install(app)
+
+It connects handlers to Celery's task signals and writes each run's status
+(``RECEIVED``, ``STARTED``, ``RETRY``, ``SUCCESS``, ``FAILURE``, ``REVOKED``),
+times, worker hostname, runtime and a bounded summary of the outcome into
+``task_execution``. Tasks the bridge did not send carry none of its headers
+and are left alone, unless ``bridge_record_all_tasks`` is on.
+
+Recording never fails a task: a write the database refuses is retried a few
+times and then logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from celery import Celery, signals
+from sqlalchemy import Update, func, update
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from .config import Settings
+from .database import Database, database_for
+from .dispatch import HEADER_SCHEDULE_ID
+from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution, Trigger
+from .store import insert_ignoring_duplicates
+
+logger = logging.getLogger("bridge.recorder")
+
+#: Statuses a worker may move a run out of (it never reopens a final run).
+_OPEN = [status.value for status in NON_FINAL_STATUSES]
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def sent_by_bridge(headers: Mapping[str, Any] | None) -> bool:
+    return bool(headers and HEADER_SCHEDULE_ID in headers)
+
+
+def bounded(text: Any, limit: int) -> str:
+    """At most ``limit`` characters of ``text``, marked when cut."""
+    value = text if isinstance(text, str) else repr(text)
+    return value if len(value) <= limit else value[: limit - 15] + "... [truncated]"
+
+
+class Recorder:
+    """Writes run records for one app; one instance per process, shared by its threads."""
+
+    def __init__(self, app: Celery, settings: Settings | None = None) -> None:
+        self.app = app
+        self.settings = settings or Settings.from_app(app)
+        self.database: Database = database_for(self.settings.database_url)
+        self._started: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    # -- which tasks are ours -----------------------------------------------
+
+    def wants(self, headers: Mapping[str, Any] | None) -> bool:
+        return self.settings.record_all_tasks or sent_by_bridge(headers)
+
+    # -- signal handlers -----------------------------------------------------
+
+    def on_received(self, request: Any, **_: Any) -> None:
+        headers = request.request_dict
+        if not self.wants(headers):
+            return
+        now = _utcnow()
+        self._write(
+            request.id,
+            request.task_name,
+            headers,
+            status=RunStatus.RECEIVED,
+            worker=request.hostname,
+            queued_at=func.coalesce(TaskExecution.queued_at, now),
+        )
+
+    def on_prerun(self, task_id: str, task: Any, **_: Any) -> None:
+        if not self.wants(task.request.headers):
+            return
+        with self._lock:
+            self._started[task_id] = time.monotonic()
+        self._write(
+            task_id,
+            task.name,
+            task.request.headers,
+            status=RunStatus.STARTED,
+            worker=task.request.hostname,
+            started_at=_utcnow(),
+        )
+
+    def on_retry(self, request: Any, reason: Any = None, **kwargs: Any) -> None:
+        if not self.wants(request.headers):
+            return
+        self._write(
+            request.id,
+            request.task,
+            request.headers,
+            status=RunStatus.RETRY,
+            error=bounded(reason, self.settings.summary_max_chars),
+        )
+
+    def on_success(self, sender: Any, result: Any = None, **_: Any) -> None:
+        request = sender.request
+        if not self.wants(request.headers):
+            return
+        self._finish(request.id, sender.name, request.headers, RunStatus.SUCCESS, result=result)
+
+    def on_failure(
+        self, sender: Any, task_id: str, exception: BaseException, einfo: Any = None, **_: Any
+    ) -> None:
+        request = getattr(sender, "request", None)
+        headers = getattr(request, "headers", None)
+        # A failure the worker's main process reports (a killed child, a hard
+        # time limit) comes without the message headers: update the run if it
+        # is one of ours, which costs one statement for any other task.
+        if headers is not None and not self.wants(headers):
+            return
+        limit = self.settings.summary_max_chars
+        self._finish(
+            task_id,
+            sender.name,
+            headers,
+            RunStatus.FAILURE,
+            error=bounded(f"{type(exception).__name__}: {exception}", limit),
+            traceback=bounded(getattr(einfo, "traceback", ""), limit),
+        )
+
+    def on_revoked(
+        self, request: Any, terminated: bool = False, expired: bool = False, **_: Any
+    ) -> None:
+        headers = request.request_dict
+        if not self.wants(headers):
+            return
+        reason = "expired" if expired else "terminated" if terminated else "revoked"
+        self._finish(request.id, request.task_name, headers, RunStatus.REVOKED, error=reason)
+
+    # -- writing ----------------------------------------------------------------
+
+    def _finish(
+        self,
+        run_id: str,
+        task: str,
+        headers: Mapping[str, Any] | None,
+        status: RunStatus,
+        result: Any = None,
+        **values: Any,
+    ) -> None:
+        with self._lock:
+            started = self._started.pop(run_id, None)
+        now = _utcnow()
+        if started is not None:
+            values["runtime"] = time.monotonic() - started
+        if result is not None:
+            values["result"] = bounded(result, self.settings.summary_max_chars)
+        self._write(run_id, task, headers, status=status, finished_at=now, **values)
+
+    def _write(
+        self, run_id: str, task: str, headers: Mapping[str, Any] | None, **values: Any
+    ) -> None:
+        """Apply a status change to the run and its schedule, retrying database hiccups."""
+        now = _utcnow()
+        values |= {"updated_at": now}
+        status: RunStatus = values["status"]
+        external = headers is not None and not sent_by_bridge(headers)
+        statement: Update = (
+            update(TaskExecution)
+            .where(TaskExecution.id == run_id, TaskExecution.status.in_(_OPEN))
+            .values(values)
+        )
+
+        def apply() -> None:
+            with self.database.session() as session:
+                if external:
+                    insert_ignoring_duplicates(
+                        session,
+                        {
+                            "id": run_id,
+                            "task": task,
+                            "trigger": Trigger.EXTERNAL.value,
+                            "status": RunStatus.RECEIVED.value,
+                            "updated_at": now,
+                        },
+                    )
+                session.execute(statement)
+                session.execute(
+                    update(PeriodicTask)
+                    .where(PeriodicTask.last_run_id == run_id)
+                    .values(last_status=status.value)
+                    .execution_options(synchronize_session=False)
+                )
+
+        self._with_retries(apply, run_id, status)
+
+    def _with_retries(self, work: Callable[[], None], run_id: str, status: RunStatus) -> None:
+        attempts = max(1, self.settings.recorder_retries + 1)
+        for attempt in range(1, attempts + 1):
+            try:
+                work()
+                return
+            except (OperationalError, DBAPIError) as exc:
+                if attempt == attempts:
+                    logger.error(
+                        "bridge: could not record %s for run %s after %d attempts: %s",
+                        status.value,
+                        run_id,
+                        attempts,
+                        exc,
+                    )
+                    return
+                time.sleep(min(2.0, 0.1 * 2**attempt))
+            except Exception:
+                # Recording must never fail the task it records.
+                logger.exception("bridge: recording %s for run %s failed", status.value, run_id)
+                return
+
+
+_installed: dict[int, Recorder] = {}
+
+
+def install(app: Celery, settings: Settings | None = None) -> Recorder:
+    """Connect the recorder to the worker signals of ``app`` (idempotent)."""
+    if id(app) in _installed:
+        return _installed[id(app)]
+    recorder = Recorder(app, settings)
+
+    def for_app(handler: Callable[..., None]) -> Callable[..., None]:
+        def receiver(sender: Any = None, **kwargs: Any) -> None:
+            task_app = getattr(sender, "app", None)
+            if task_app is not None and task_app is not app:
+                return
+            handler(sender=sender, **kwargs)
+
+        return receiver
+
+    def received(sender: Any = None, request: Any = None, **_: Any) -> None:
+        recorder.on_received(request)
+
+    def prerun(sender: Any = None, task_id: str = "", task: Any = None, **_: Any) -> None:
+        recorder.on_prerun(task_id, task)
+
+    def retry(sender: Any = None, request: Any = None, reason: Any = None, **_: Any) -> None:
+        recorder.on_retry(request, reason)
+
+    def revoked(sender: Any = None, request: Any = None, **kwargs: Any) -> None:
+        recorder.on_revoked(request, **kwargs)
+
+    for signal, handler in (
+        (signals.task_received, received),
+        (signals.task_prerun, prerun),
+        (signals.task_retry, retry),
+        (signals.task_success, recorder.on_success),
+        (signals.task_failure, recorder.on_failure),
+        (signals.task_revoked, revoked),
+    ):
+        signal.connect(for_app(handler), weak=False)
+    _installed[id(app)] = recorder
+    return recorder

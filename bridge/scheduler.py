@@ -1,0 +1,323 @@
+"""The Celery beat scheduler class: ``celery beat -S bridge``.
+
+Celery's beat service calls :meth:`DatabaseScheduler.tick` in a loop and
+sleeps for the number of seconds it returns. Each tick claims the rows that
+are due, runs the fire sequence on each (mark, check non-final runs, submit,
+advance, unmark) and returns the time until the earliest ``nextrun``, capped
+by the poll interval so that changes made from outside are seen promptly.
+Beat holds no copy of the schedule: the table is the schedule.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import signal
+import socket
+import threading
+from datetime import UTC, datetime, timedelta
+from types import FrameType
+from typing import Any
+
+from celery.beat import Scheduler
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from . import dispatch
+from .config import Settings
+from .database import Database, database_for
+from .errors import ValidationError
+from .models import PeriodicTask, RunStatus, Trigger
+from .policy import Fire, OpenRun, Overlap, Skip, decide, split_stale, wait_seconds
+from .store import Store
+from .sync import sync_beat_schedule
+from .timers import TimerSyntaxError, UnknownTimezone, parse_timer
+
+logger = logging.getLogger("bridge.scheduler")
+
+#: The longest beat waits between attempts while the database is unreachable.
+MAX_BACKOFF = 5.0
+#: The wait after a tick in which publishing to the broker failed.
+PUBLISH_BACKOFF = 2.0
+
+BAD_ROW_ERRORS = (ValidationError, TimerSyntaxError, UnknownTimezone, ValueError)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def instance_id() -> str:
+    """A beat instance's identity in ``periodic_task.worker``: host, pid and a random part."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class PublishFailed(Exception):
+    """The broker refused a message; the fire is redone on a later tick."""
+
+
+class DatabaseScheduler(Scheduler):  # type: ignore[misc]
+    """Beat scheduler reading the ``periodic_task`` table."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        app = kwargs.get("app", args[0] if args else None)
+        self.settings = Settings.from_app(app)
+        self.database: Database = database_for(self.settings.database_url)
+        self.store = Store(self.database)
+        self.instance = instance_id()
+        self._config_synced = not self.settings.sync_beat_schedule
+        self._busy = False
+        self._stopping = False
+        self._backoff = 0.0
+        self._outage: str | None = None
+        super().__init__(*args, **kwargs)
+
+    # -- beat contract -----------------------------------------------------
+
+    def setup_schedule(self) -> None:
+        """Called once when beat really starts (never for the lazy banner instance)."""
+        self._install_stop_handler()
+        logger.info("bridge: beat instance %s on %s", self.instance, self._safe_url())
+        self._guarded(self._sync_config)
+
+    def tick(self, *args: Any, **kwargs: Any) -> float:
+        if self._stopping:
+            raise SystemExit()
+        self._busy = True
+        try:
+            wait = self._guarded(self._tick)
+        finally:
+            self._busy = False
+        if self._stopping:
+            raise SystemExit()
+        return wait
+
+    def close(self) -> None:
+        """Clear every mark this instance holds, then release the broker connection."""
+        try:
+            self.store.release(self.instance)
+        except (OperationalError, DBAPIError) as exc:
+            logger.warning("bridge: could not clear marks on exit (%s); they expire", exc)
+        super().close()
+
+    @property
+    def info(self) -> str:
+        return f"    . database -> {self._safe_url()}"
+
+    # -- the tick ----------------------------------------------------------
+
+    def _tick(self) -> float:
+        if not self._config_synced:
+            self._sync_config()
+        now = utcnow()
+        claimed = self.store.claim_due(
+            self.instance,
+            now,
+            timedelta(seconds=self.settings.lease_seconds),
+            self.settings.batch_size,
+        )
+        publish_failed = False
+        for index, row in enumerate(claimed):
+            if self._stopping:
+                self.store.release(self.instance, [r.id for r in claimed[index:]])
+                break
+            try:
+                self._fire(row)
+            except PublishFailed:
+                publish_failed = True
+                self.store.release(self.instance, [r.id for r in claimed[index:]])
+                break
+            except (OperationalError, DBAPIError):
+                raise
+            except Exception:
+                # A defect must not stop the other schedules: log it, let the
+                # row go, and try it again on a later tick.
+                logger.exception("bridge: unexpected error firing %r", row.name)
+                self.store.release(self.instance, [row.id])
+        if publish_failed:
+            return PUBLISH_BACKOFF
+        if len(claimed) >= self.settings.batch_size:
+            return 0.0
+        return wait_seconds(self.store.next_due(), utcnow(), self.settings.poll_interval)
+
+    def _fire(self, row: PeriodicTask) -> None:
+        """The fire sequence for one claimed row (the mark is already set)."""
+        assert row.nextrun is not None  # the due query only returns rows with one
+        now = utcnow()
+        try:
+            timer = parse_timer(row.timer, row.timezone, row.anchor)
+            payload = dispatch.Payload.decode(row.task, row.args, row.kwargs, row.options)
+            overlap = Overlap(row.overlap)
+        except BAD_ROW_ERRORS as exc:
+            note = f"disabled by beat: bad row: {exc}"
+            logger.error("bridge: schedule %r %s", row.name, note)
+            self.store.disable(row.id, self.instance, now, note)
+            return
+
+        live = self._live_runs(row, now)
+        interrupted = next(
+            (r for r in live if r.status == RunStatus.PENDING and _at_or_after(r, row.nextrun)),
+            None,
+        )
+        if interrupted is not None:
+            # A previous fire recorded this occurrence but did not finish:
+            # complete it rather than starting another.
+            assert interrupted.plan_time is not None
+            decision: Fire | Skip = Fire(
+                plan_time=interrupted.plan_time,
+                trigger=Trigger(interrupted.trigger),
+                next_run=timer.next_after(max(interrupted.plan_time, now)),
+            )
+            live = [r for r in live if r is not interrupted]
+        else:
+            decision = decide(timer, row.nextrun, now, live, overlap)
+
+        if isinstance(decision, Skip):
+            logger.info(
+                "bridge: skipped %r plan %s: %s",
+                row.name,
+                decision.plan_time.isoformat(),
+                decision.reason,
+            )
+            self._advance(row, decision.next_run, now, skipped=True)
+            return
+
+        run_id = dispatch.run_id_for(row.id, decision.plan_time)
+        if interrupted is None:
+            self.store.record_run(
+                dispatch.new_run(row.id, row.task, decision.plan_time, decision.trigger, now)
+            )
+        if self.store.run_status(run_id) == RunStatus.PENDING:
+            try:
+                dispatch.publish(
+                    self.app,
+                    payload,
+                    run_id=run_id,
+                    schedule_id=row.id,
+                    schedule_name=row.name,
+                    plan_time=decision.plan_time,
+                    trigger=decision.trigger,
+                    producer=self.producer,
+                )
+            except Exception as exc:
+                logger.error(
+                    "bridge: could not send %r plan %s: %s; will retry",
+                    row.name,
+                    decision.plan_time.isoformat(),
+                    exc,
+                )
+                self._drop_producer()
+                raise PublishFailed() from exc
+            self.store.mark_sent(run_id, utcnow())
+            logger.info(
+                "bridge: fired %r plan %s task id %s (%s)",
+                row.name,
+                decision.plan_time.isoformat(),
+                run_id,
+                decision.trigger.value,
+            )
+        self._advance(row, decision.next_run, now, run_id=run_id)
+
+    def _live_runs(self, row: PeriodicTask, now: datetime) -> list[OpenRun]:
+        """Open runs of the schedule, after giving up on the stale ones."""
+        live, stale = split_stale(
+            self.store.open_runs(row.id), now, timedelta(seconds=self.settings.stale_run_seconds)
+        )
+        if stale:
+            reason = (
+                f"no status change for over {self.settings.stale_run_seconds:g}s; "
+                "presumed lost by beat"
+            )
+            self.store.mark_lost([run.id for run in stale], now, reason)
+            for run in stale:
+                logger.warning("bridge: run %s of %r marked LOST: %s", run.id, row.name, reason)
+        return live
+
+    def _advance(
+        self,
+        row: PeriodicTask,
+        next_run: datetime | None,
+        now: datetime,
+        *,
+        run_id: str | None = None,
+        skipped: bool = False,
+    ) -> None:
+        assert row.nextrun is not None
+        held = self.store.advance(
+            row.id,
+            self.instance,
+            row.nextrun,
+            next_run,
+            now,
+            run_id=run_id,
+            skipped=skipped,
+            note="finished: the timer has no further occurrence",
+        )
+        if not held:
+            logger.warning("bridge: lost the mark on %r before advancing it", row.name)
+
+    # -- outages, signals, config -------------------------------------------
+
+    def _guarded(self, work: Any) -> float:
+        """Run ``work``; on a database error, log once and back off instead of crashing."""
+        try:
+            result = work()
+        except (OperationalError, DBAPIError) as exc:
+            reason = str(exc.orig if exc.orig is not None else exc).strip().splitlines()[0]
+            self._backoff = min(MAX_BACKOFF, max(0.5, self._backoff * 2))
+            if self._outage is None:
+                logger.error("bridge: database unreachable (%s); retrying with backoff", reason)
+            self._outage = reason
+            return self._backoff
+        if self._outage is not None:
+            logger.warning("bridge: database reachable again")
+            self._outage = None
+        self._backoff = 0.0
+        return float(result) if isinstance(result, float | int) else 0.0
+
+    def _sync_config(self) -> None:
+        """Upsert ``beat_schedule``; a defect here is logged, never fatal to beat."""
+        try:
+            sync_beat_schedule(self.app, self.database, self.settings)
+        except (OperationalError, DBAPIError):
+            raise
+        except Exception:
+            logger.exception("bridge: beat_schedule sync failed; the table is used as it is")
+        self._config_synced = True
+
+    def _install_stop_handler(self) -> None:
+        """Let SIGTERM/SIGINT finish the fire in hand before beat's own handler runs."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            previous = signal.getsignal(signum)
+
+            def handler(
+                received: int, frame: FrameType | None, previous: Any = previous
+            ) -> None:
+                if self._busy:
+                    self._stopping = True
+                    return
+                if callable(previous):
+                    previous(received, frame)
+                raise SystemExit()
+
+            signal.signal(signum, handler)
+
+    def _drop_producer(self) -> None:
+        """Forget a broker connection that failed, so the next send reconnects."""
+        self.__dict__.pop("producer", None)
+        connection = self.__dict__.pop("connection", None)
+        if connection is not None:
+            try:
+                connection.release()
+            except Exception:  # noqa: BLE001 - it is broken already
+                logger.debug("bridge: releasing a failed connection failed", exc_info=True)
+
+    def _safe_url(self) -> str:
+        return make_url(self.settings.database_url).render_as_string(hide_password=True)
+
+
+def _at_or_after(run: OpenRun, nextrun: datetime) -> bool:
+    return run.plan_time is not None and run.plan_time >= nextrun

@@ -1,0 +1,140 @@
+"""Validation of a schedule's definition, shared by the API, the CLI and ``beat_schedule`` sync.
+
+Every check raises :class:`~bridge.errors.ValidationError` naming the field,
+the value given and what is expected, before anything is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .dispatch import check_options
+from .errors import ValidationError
+from .policy import Overlap
+from .timers import Timer, TimerSyntaxError, UnknownTimezone, load_zone, parse_timer
+
+NAME_MAX = 200
+
+
+def dumps(value: Any) -> str:
+    """The stored JSON form: stable, so that equal definitions compare equal as text."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def parse_json(field: str, value: Any, kind: type, expected: str) -> Any:
+    """Accept a JSON text or an already-decoded value of ``kind``."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValidationError(field, value, expected) from None
+    if isinstance(value, tuple) and kind is list:
+        value = list(value)
+    if not isinstance(value, kind):
+        raise ValidationError(field, value, expected)
+    try:
+        dumps(value)
+    except (TypeError, ValueError):
+        raise ValidationError(field, value, f"{expected} of JSON-serialisable values") from None
+    return value
+
+
+def check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX:
+        raise ValidationError("name", name, f"a non-empty text of at most {NAME_MAX} characters")
+    return name
+
+
+def check_timezone(zone: Any) -> str:
+    try:
+        return load_zone(zone).key
+    except (UnknownTimezone, TypeError):
+        raise ValidationError("timezone", zone, "an IANA time zone such as 'Europe/Paris'") from None
+
+
+def check_timer(text: Any, zone: str, anchor: datetime) -> Timer:
+    if not isinstance(text, str):
+        raise ValidationError("timer", text, "a timer text")
+    try:
+        return parse_timer(text, zone, anchor)
+    except TimerSyntaxError as exc:
+        raise ValidationError("timer", text, exc.expected) from None
+
+
+def check_task(task: Any, known: Collection[str] | None) -> str:
+    """``known`` is the app's registered task names, or None to accept any name."""
+    if not isinstance(task, str) or not task.strip():
+        raise ValidationError("task", task, "a Celery task name")
+    if known is not None and task not in known:
+        raise ValidationError(
+            "task",
+            task,
+            "a task registered in the app (allow one that only the workers import "
+            "with --allow-unknown-task / allow_unknown_task=True)",
+        )
+    return task
+
+
+def check_overlap(value: Any) -> str:
+    try:
+        return Overlap(value).value
+    except ValueError:
+        choices = "|".join(o.value for o in Overlap)
+        raise ValidationError("overlap", value, f"one of {choices}") from None
+
+
+@dataclass(frozen=True)
+class Definition:
+    """What a schedule runs and when, in its stored (normalised) form."""
+
+    task: str
+    timer: str
+    timezone: str
+    args: str
+    kwargs: str
+    options: str
+    overlap: str
+
+    def columns(self) -> dict[str, str]:
+        return {
+            "task": self.task,
+            "timer": self.timer,
+            "timezone": self.timezone,
+            "args": self.args,
+            "kwargs": self.kwargs,
+            "options": self.options,
+            "overlap": self.overlap,
+        }
+
+
+def build_definition(
+    *,
+    task: Any,
+    timer: Any,
+    timezone: Any,
+    anchor: datetime,
+    args: Any = (),
+    kwargs: Any = None,
+    options: Mapping[str, Any] | str | None = None,
+    overlap: Any = Overlap.SKIP.value,
+    known_tasks: Collection[str] | None = None,
+) -> tuple[Definition, Timer]:
+    """Check every field and return the normalised definition with its parsed timer."""
+    zone = check_timezone(timezone)
+    parsed = check_timer(timer, zone, anchor)
+    definition = Definition(
+        task=check_task(task, known_tasks),
+        timer=parsed.text,
+        timezone=zone,
+        args=dumps(parse_json("args", list(args) if isinstance(args, tuple) else args, list,
+                              "a JSON list")),
+        kwargs=dumps(parse_json("kwargs", {} if kwargs is None else kwargs, dict,
+                                "a JSON object")),
+        options=dumps(check_options(parse_json("options", options or {}, dict, "a JSON object"))),
+        overlap=check_overlap(overlap),
+    )
+    return definition, parsed

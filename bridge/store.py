@@ -1,0 +1,201 @@
+"""The SQL primitives of the fire sequence: claim, check, record, advance, release.
+
+Every write that follows the claim names the claiming instance in its
+``WHERE`` clause, so an instance whose mark was taken over can no longer move
+a schedule it does not hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Insert, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from .database import Database
+from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution
+from .policy import OpenRun
+
+
+def insert_ignoring_duplicates(session: Session, row: dict[str, Any]) -> bool:
+    """Insert a run record unless its id or occurrence key exists; True if inserted."""
+    statement: Insert
+    if session.get_bind().dialect.name == "postgresql":
+        statement = postgresql.insert(TaskExecution).values(row).on_conflict_do_nothing()
+    else:
+        statement = sqlite.insert(TaskExecution).values(row).on_conflict_do_nothing()
+    result = session.execute(statement)
+    return bool(getattr(result, "rowcount", 0))
+
+
+class Store:
+    """Fire-sequence statements against one database."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    def claim_due(
+        self, instance: str, now: datetime, lease: timedelta, limit: int
+    ) -> list[PeriodicTask]:
+        """Mark up to ``limit`` due rows for ``instance``, oldest ``nextrun`` first.
+
+        A row is claimable when it is unmarked or its mark has expired. On
+        PostgreSQL the candidate rows are locked with ``SKIP LOCKED`` so that
+        concurrent instances claim disjoint batches without waiting; SQLite
+        serialises writers, which makes the same statement a compare-and-set.
+        """
+        candidates = (
+            select(PeriodicTask.id)
+            .where(
+                PeriodicTask.enabled,
+                PeriodicTask.nextrun <= now,
+                or_(PeriodicTask.worker.is_(None), PeriodicTask.marked < now - lease),
+            )
+            .order_by(PeriodicTask.nextrun)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        statement = (
+            update(PeriodicTask)
+            .where(PeriodicTask.id.in_(candidates.scalar_subquery()))
+            .values(worker=instance, marked=now)
+            .returning(PeriodicTask)
+            .execution_options(synchronize_session=False)
+        )
+        with self.database.session() as session:
+            rows = list(session.scalars(statement))
+        return sorted(rows, key=lambda row: (row.nextrun or now, row.id))
+
+    def open_runs(self, schedule_id: int) -> list[OpenRun]:
+        """Runs of the schedule that have not reached a final status, oldest first."""
+        statement = (
+            select(
+                TaskExecution.id,
+                TaskExecution.status,
+                TaskExecution.plan_time,
+                TaskExecution.updated_at,
+                TaskExecution.trigger,
+            )
+            .where(
+                TaskExecution.periodic_task_id == schedule_id,
+                TaskExecution.status.in_(NON_FINAL_STATUSES),
+            )
+            .order_by(TaskExecution.updated_at)
+        )
+        with self.database.session() as session:
+            return [OpenRun(*row) for row in session.execute(statement)]
+
+    def mark_lost(self, run_ids: Sequence[str], now: datetime, reason: str) -> None:
+        """Give up on runs that can no longer finish, so they stop blocking."""
+        with self.database.session() as session:
+            session.execute(
+                update(TaskExecution)
+                .where(
+                    TaskExecution.id.in_(run_ids),
+                    TaskExecution.status.in_(NON_FINAL_STATUSES),
+                )
+                .values(status=RunStatus.LOST, finished_at=now, updated_at=now, error=reason)
+            )
+
+    def record_run(self, row: dict[str, Any]) -> bool:
+        """Insert a run record (``PENDING``); False if this occurrence is recorded already."""
+        with self.database.session() as session:
+            return insert_ignoring_duplicates(session, row)
+
+    def run_status(self, run_id: str) -> str | None:
+        with self.database.session() as session:
+            return session.scalar(select(TaskExecution.status).where(TaskExecution.id == run_id))
+
+    def mark_sent(self, run_id: str, now: datetime) -> None:
+        """``PENDING`` → ``SENT``; a worker that already reported progress keeps its status."""
+        with self.database.session() as session:
+            session.execute(
+                update(TaskExecution)
+                .where(TaskExecution.id == run_id, TaskExecution.status == RunStatus.PENDING)
+                .values(status=RunStatus.SENT, queued_at=now, updated_at=now)
+            )
+
+    def advance(
+        self,
+        schedule_id: int,
+        instance: str,
+        old_nextrun: datetime,
+        new_nextrun: datetime | None,
+        now: datetime,
+        *,
+        run_id: str | None = None,
+        skipped: bool = False,
+        note: str | None = None,
+    ) -> bool:
+        """Move ``nextrun`` on and clear the mark, guarded by the lease; True if it held.
+
+        ``run_id`` names the run just sent (it becomes the schedule's last
+        run); ``skipped`` counts a skipped occurrence. With no next occurrence
+        the schedule is disabled with ``note`` saying why.
+        """
+        values: dict[str, Any] = {
+            "nextrun": new_nextrun,
+            "worker": None,
+            "marked": None,
+        }
+        if run_id is not None:
+            values |= {
+                "last_run_at": now,
+                "last_run_id": run_id,
+                "last_status": RunStatus.SENT.value,
+                "total_run_count": PeriodicTask.total_run_count + 1,
+            }
+        if skipped:
+            values["skipped_count"] = PeriodicTask.skipped_count + 1
+        if new_nextrun is None:
+            values |= {"enabled": False, "note": note}
+        with self.database.session() as session:
+            result = session.execute(
+                update(PeriodicTask)
+                .where(
+                    PeriodicTask.id == schedule_id,
+                    PeriodicTask.worker == instance,
+                    PeriodicTask.nextrun == old_nextrun,
+                )
+                .values(values)
+                .execution_options(synchronize_session=False)
+            )
+            return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    def disable(self, schedule_id: int, instance: str, now: datetime, note: str) -> None:
+        """Take a schedule whose row cannot be used out of rotation, with the reason."""
+        with self.database.session() as session:
+            session.execute(
+                update(PeriodicTask)
+                .where(PeriodicTask.id == schedule_id, PeriodicTask.worker == instance)
+                .values(enabled=False, note=note, worker=None, marked=None, updated_at=now)
+                .execution_options(synchronize_session=False)
+            )
+
+    def release(self, instance: str, schedule_ids: Sequence[int] | None = None) -> None:
+        """Clear the marks ``instance`` holds (all of them, or those of ``schedule_ids``)."""
+        statement = update(PeriodicTask).where(PeriodicTask.worker == instance)
+        if schedule_ids is not None:
+            statement = statement.where(PeriodicTask.id.in_(schedule_ids))
+        with self.database.session() as session:
+            session.execute(
+                statement.values(worker=None, marked=None).execution_options(
+                    synchronize_session=False
+                )
+            )
+
+    def next_due(self) -> datetime | None:
+        """The earliest ``nextrun`` of the enabled schedules no instance holds.
+
+        Rows another instance holds are left out: it unmarks them when done,
+        and a mark that expires is noticed at the next poll.
+        """
+        with self.database.session() as session:
+            return session.scalar(
+                select(func.min(PeriodicTask.nextrun)).where(
+                    PeriodicTask.enabled, PeriodicTask.worker.is_(None)
+                )
+            )

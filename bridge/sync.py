@@ -1,0 +1,158 @@
+"""Keeping the table in step with the app's ``beat_schedule`` when beat starts.
+
+Entries are keyed by name. A new entry is inserted; an unchanged one keeps
+its ``nextrun`` and counters; a changed one takes the new definition; an
+entry gone from the configuration is disabled. Rows created through the API
+or the CLI are never touched. Every statement is a compare-and-set, so several
+beats starting at once converge on the same table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from celery import Celery
+from celery.schedules import crontab, schedule
+from sqlalchemy import and_, not_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from .config import Settings
+from .database import Database
+from .errors import ValidationError
+from .models import PeriodicTask, Source
+from .spec import Definition, build_definition
+from .timers import format_duration
+
+logger = logging.getLogger("bridge.sync")
+
+#: The note on a config row whose entry left ``beat_schedule``.
+REMOVED_NOTE = "disabled: removed from beat_schedule"
+
+
+def timer_text(value: Any) -> str:
+    """The timer text of a ``beat_schedule`` entry's ``schedule`` value."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, crontab):
+        fields = (
+            value._orig_minute,
+            value._orig_hour,
+            value._orig_day_of_month,
+            value._orig_month_of_year,
+            value._orig_day_of_week,
+        )
+        return " ".join(str(field) for field in fields)
+    if isinstance(value, schedule):
+        value = value.run_every
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = timedelta(seconds=value)
+    if isinstance(value, timedelta):
+        try:
+            return f"every {format_duration(value)}"
+        except ValueError:
+            raise ValidationError("schedule", value, "a whole number of seconds > 0") from None
+    raise ValidationError(
+        "schedule", value, "seconds, a timedelta, a celery crontab or a timer text"
+    )
+
+
+def entry_definition(app: Celery, entry: Mapping[str, Any], now: datetime) -> Definition:
+    definition, _timer = build_definition(
+        task=entry.get("task"),
+        timer=timer_text(entry.get("schedule")),
+        timezone=app.conf.timezone or "UTC",
+        anchor=now,
+        args=entry.get("args") or [],
+        kwargs=entry.get("kwargs") or {},
+        options=entry.get("options") or {},
+    )
+    return definition
+
+
+def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> None:
+    """Upsert ``app.conf.beat_schedule`` into ``periodic_task``; see the module docstring."""
+    from .api import first_occurrence
+
+    entries: Mapping[str, Mapping[str, Any]] = app.conf.beat_schedule or {}
+    now = datetime.now(UTC)
+    definitions: dict[str, Definition] = {}
+    for name, entry in entries.items():
+        try:
+            definitions[name] = entry_definition(app, entry, now)
+        except ValidationError as exc:
+            logger.error("bridge: beat_schedule entry %r refused: %s", name, exc)
+
+    insert = postgresql.insert if database.engine.dialect.name == "postgresql" else sqlite.insert
+    with database.session() as session:
+        owners = {
+            name: source
+            for name, source in session.execute(
+                select(PeriodicTask.name, PeriodicTask.source).where(
+                    PeriodicTask.name.in_(list(definitions))
+                )
+            )
+        }
+        for name, definition in definitions.items():
+            if owners.get(name, Source.CONFIG) != Source.CONFIG:
+                logger.warning(
+                    "bridge: beat_schedule entry %r left alone: a schedule of that name "
+                    "was created through the API or CLI",
+                    name,
+                )
+                continue
+            nextrun = first_occurrence(definition, now, now)
+            columns = definition.columns()
+            session.execute(
+                insert(PeriodicTask)
+                .values(
+                    name=name,
+                    **columns,
+                    anchor=now,
+                    enabled=True,
+                    nextrun=nextrun,
+                    source=Source.CONFIG.value,
+                    broken=False,
+                    created_at=now,
+                    updated_at=now,
+                    total_run_count=0,
+                    skipped_count=0,
+                    missed_count=0,
+                )
+                .on_conflict_do_nothing(index_elements=["name"])
+            )
+            unchanged = and_(*(getattr(PeriodicTask, key) == value for key, value in columns.items()))
+            changed = session.execute(
+                update(PeriodicTask)
+                .where(
+                    PeriodicTask.name == name,
+                    PeriodicTask.source == Source.CONFIG.value,
+                    not_(unchanged),
+                )
+                .values(**columns, anchor=now, nextrun=nextrun, enabled=True, note=None,
+                        updated_at=now)
+                .execution_options(synchronize_session=False)
+            )
+            if changed.rowcount:  # type: ignore[attr-defined]
+                logger.info("bridge: beat_schedule entry %r changed; definition updated", name)
+            session.execute(
+                update(PeriodicTask)
+                .where(PeriodicTask.name == name, PeriodicTask.note == REMOVED_NOTE)
+                .values(enabled=True, note=None, nextrun=nextrun, updated_at=now)
+                .execution_options(synchronize_session=False)
+            )
+        removed = session.execute(
+            update(PeriodicTask)
+            .where(
+                PeriodicTask.source == Source.CONFIG.value,
+                PeriodicTask.enabled,
+                PeriodicTask.name.not_in(list(entries)),
+            )
+            .values(enabled=False, note=REMOVED_NOTE, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        if removed.rowcount:  # type: ignore[attr-defined]
+            logger.info("bridge: disabled %d schedule(s) removed from beat_schedule",
+                        removed.rowcount)  # type: ignore[attr-defined]

@@ -1,0 +1,79 @@
+"""A reference Celery app with three example tasks: quick, slow and failing.
+
+Configuration comes from the environment so that the same module serves the
+embedded quick start and a PostgreSQL + Redis deployment:
+
+* ``CELERY_BROKER_URL``: the broker; by default a folder on disk
+  (``filesystem://``), which needs no server.
+* ``BRIDGE_DATABASE_URL``: the schedule store (read by the bridge itself);
+  by default ``sqlite:///bridge.db``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from celery import Celery
+
+import bridge.recorder
+
+BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+
+app = Celery("workers", broker=BROKER_URL)
+app.conf.update(
+    timezone=os.environ.get("CELERY_TIMEZONE", "UTC"),
+    task_ignore_result=True,
+    # Flower shows the runs the bridge sends: sent events from beat and the
+    # CLI, task events from the workers.
+    task_send_sent_event=True,
+    worker_send_task_events=True,
+    worker_hijack_root_logger=True,
+    broker_connection_retry_on_startup=True,
+    beat_schedule={
+        # Synced into periodic_task when beat starts, next to the schedules
+        # added through the CLI.
+        "config-heartbeat": {
+            "task": "workers.app.quick",
+            "schedule": 30.0,
+            "kwargs": {"x": 0, "y": 0},
+        },
+    },
+)
+
+if BROKER_URL.startswith("filesystem://"):
+    # Producers write and consumers read the same folder; the control folder
+    # carries the fanout exchanges that events and remote control use.
+    broker_dir = Path(os.environ.get("BRIDGE_BROKER_DIR", ".broker"))
+    for sub in ("queue", "control"):
+        (broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    app.conf.broker_transport_options = {
+        "data_folder_in": str(broker_dir / "queue"),
+        "data_folder_out": str(broker_dir / "queue"),
+        "control_folder": str(broker_dir / "control"),
+        "polling_interval": 0.2,
+    }
+
+# The one line that makes workers write execution records.
+bridge.recorder.install(app)
+
+
+@app.task
+def quick(x: int = 1, y: int = 2) -> int:
+    """Returns at once."""
+    return x + y
+
+
+@app.task
+def slow(seconds: float = 20.0) -> str:
+    """Takes a while: long enough for the next occurrence to find it still running."""
+    time.sleep(seconds)
+    return f"slept {seconds}s"
+
+
+@app.task
+def fail(message: str = "this task always fails") -> Any:
+    """Raises, so that a run ends in FAILURE with its error and traceback recorded."""
+    raise RuntimeError(message)

@@ -62,7 +62,7 @@ def check_timer(text: Any, zone: str, anchor: datetime) -> Timer:
     try:
         return parse_timer(text, zone, anchor)
     except TimerSyntaxError as exc:
-        raise ValidationError("timer", text, exc.expected) from None
+        raise ValidationError("timer", text, f"{exc.expected} ({exc.problem})") from None
 
 
 def check_task(task: Any, known: Collection[str] | None) -> str:

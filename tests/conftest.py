@@ -1,0 +1,89 @@
+"""Fixtures: a real database per test (SQLite file or fresh PostgreSQL database),
+the real Redis broker, and real Celery processes that are always stopped."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bridge import Bridge
+from bridge.database import database_for
+
+from .support import Env, describe, postgres_database, redis_broker
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    with postgres_database() as url:
+        yield url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'bridge.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """Each test using it runs once on SQLite and once on PostgreSQL."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'bridge.db'}"
+    else:
+        with postgres_database() as url:
+            yield url
+
+
+@pytest.fixture
+def migrated(db_url: str) -> Iterator[str]:
+    database_for(db_url).migrate()
+    yield db_url
+    database_for(db_url).dispose()
+
+
+@pytest.fixture
+def api(migrated: str) -> Bridge:
+    from workers.app import app
+
+    return Bridge(app, database_url=migrated)
+
+
+@pytest.fixture
+def redis_url() -> str:
+    return redis_broker()
+
+
+def _env(tmp_path: Path, database_url: str, broker_url: str | None) -> Iterator[Env]:
+    env = Env(tmp_path, database_url, broker_url)
+    env.cli("migrate")
+    try:
+        yield env
+    finally:
+        env.stop_all()
+        database_for(database_url).dispose()
+
+
+@pytest.fixture
+def pg_env(tmp_path: Path, pg_url: str, redis_url: str) -> Iterator[Env]:
+    """PostgreSQL + Redis, migrated through the CLI; processes stopped afterwards."""
+    yield from _env(tmp_path, pg_url, redis_url)
+
+
+@pytest.fixture
+def embedded_env(tmp_path: Path, sqlite_url: str) -> Iterator[Env]:
+    """The quick-start default: SQLite and the filesystem broker."""
+    yield from _env(tmp_path, sqlite_url, None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """Attach the Celery process logs to a failing test's report."""
+    report = yield
+    env = next(
+        (item.funcargs.get(name) for name in ("pg_env", "embedded_env") if name in getattr(item, "funcargs", {})),
+        None,
+    )
+    if report.failed and isinstance(env, Env):
+        report.sections.append(("celery process logs", describe(env)))
+    return report

@@ -1,0 +1,191 @@
+"""Helpers shared by the integration tests: services, databases and Celery processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from sqlalchemy import create_engine, text
+
+REPO = Path(__file__).resolve().parent.parent
+CELERY = [sys.executable, "-m", "celery", "-A", "workers.app"]
+PG_ADMIN_URL = os.environ.get("BRIDGE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("BRIDGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+
+T = TypeVar("T")
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def unavailable(service: str, reason: str) -> None:
+    """Skip on a developer machine without ``service``; fail in CI, where it must exist."""
+    message = f"{service} is not reachable: {reason}"
+    if in_ci():
+        pytest.fail(message + " (CI=true: services are required)")
+    pytest.skip(message)
+
+
+def port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@contextmanager
+def postgres_database() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+    if not port_open("127.0.0.1", 5432):
+        unavailable("PostgreSQL", "nothing listens on 127.0.0.1:5432")
+    name = f"bridge_test_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def redis_broker() -> str:
+    """The test Redis broker, emptied."""
+    if not port_open("127.0.0.1", 6379):
+        unavailable("Redis", "nothing listens on 127.0.0.1:6379")
+    import redis
+
+    redis.Redis.from_url(REDIS_URL).flushdb()
+    return REDIS_URL
+
+
+def wait_for(
+    probe: Callable[[], T], timeout: float, interval: float = 0.2, what: str = "condition"
+) -> T:
+    """Poll ``probe`` until it returns something truthy; fail the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}; last value {value!r}")
+        time.sleep(interval)
+
+
+class Env:
+    """The environment of one test's Celery processes and CLI calls."""
+
+    def __init__(self, workdir: Path, database_url: str, broker_url: str | None) -> None:
+        self.workdir = workdir
+        self.database_url = database_url
+        self.broker_url = broker_url
+        self.processes: list[CeleryProcess] = []
+
+    def environ(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        env["BRIDGE_DATABASE_URL"] = self.database_url
+        env["BRIDGE_BROKER_DIR"] = str(self.workdir / "broker")
+        if self.broker_url:
+            env["CELERY_BROKER_URL"] = self.broker_url
+        env.update(extra)
+        return env
+
+    def cli(self, *args: str, check: bool = True, **extra: str) -> subprocess.CompletedProcess[str]:
+        """Run ``celery -A workers.app bridge ARGS`` and return its result."""
+        result = subprocess.run(
+            [*CELERY, "bridge", *args],
+            cwd=self.workdir,
+            env=self.environ(**extra),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if check and result.returncode != 0:
+            pytest.fail(f"bridge {' '.join(args)} exited {result.returncode}: {result.stderr}")
+        return result
+
+    def start(self, kind: str, *args: str, **extra: str) -> CeleryProcess:
+        """Start ``celery worker`` or ``celery beat`` (with the bridge scheduler)."""
+        name = f"{kind}-{len(self.processes)}"
+        if kind == "beat":
+            command = [*CELERY, "beat", "-S", "bridge", "-l", "info", *args]
+        else:
+            command = [
+                *CELERY, "worker", "-l", "info", "-c", "2", "-n", f"{name}@%h", *args,
+            ]
+        process = CeleryProcess(name, command, self.workdir, self.environ(**extra))
+        self.processes.append(process)
+        return process
+
+    def stop_all(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()
+
+
+class CeleryProcess:
+    """A real celery worker or beat subprocess with its log in a file."""
+
+    def __init__(self, name: str, command: Sequence[str], cwd: Path, env: dict[str, str]) -> None:
+        self.name = name
+        self.log_path = cwd / f"{name}.log"
+        self._log = self.log_path.open("w")
+        self.popen = subprocess.Popen(
+            list(command), cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def signal(self, signum: int) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signum)
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM, wait, then SIGKILL the whole process group if it hangs."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.popen.pid, signal.SIGKILL)
+                self.popen.wait(5)
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)  # leftover pool children
+        except ProcessLookupError:
+            pass
+        self._log.close()
+        return self.popen.returncode
+
+    def wait_log(self, needle: str, timeout: float = 30.0) -> None:
+        wait_for(lambda: needle in self.log, timeout, what=f"{needle!r} in {self.name} log")
+
+
+def describe(env: Env) -> str:
+    """Every process log, for a failing test's report."""
+    return "\n".join(f"===== {p.name} =====\n{p.log[-6000:]}" for p in env.processes)
+
+
+def rows(database_url: str, query: str, **params: Any) -> list[Any]:
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            return list(connection.execute(text(query), params))
+    finally:
+        engine.dispose()

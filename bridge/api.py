@@ -12,6 +12,7 @@ The CLI is a thin layer over this class.
 
 from __future__ import annotations
 
+import builtins
 import json
 import uuid
 from collections.abc import Collection, Mapping
@@ -30,7 +31,7 @@ from .database import Database, database_for
 from .errors import DuplicateSchedule, ScheduleNotFound, ValidationError
 from .models import PeriodicTask, RunStatus, Source, TaskExecution, Trigger
 from .policy import Overlap
-from .spec import Definition, build_definition, check_name, dumps
+from .spec import Definition, build_definition, check_name, dumps, parse_json
 from .timers import parse_timer, upcoming
 
 
@@ -223,7 +224,9 @@ class Bridge:
         with self.database.session() as session:
             row = self._row(session, name)
             new_timer = timer is not None and timer != row.timer
-            anchor = now if new_timer and timer is not None and timer.startswith("every") else row.anchor
+            anchor = (
+                now if new_timer and timer is not None and timer.startswith("every") else row.anchor
+            )
             merged_options = json.loads(row.options) if options is None else options
             definition, timer_ = build_definition(
                 task=row.task if task is None else task,
@@ -234,9 +237,7 @@ class Bridge:
                 kwargs=row.kwargs if kwargs is None else kwargs,
                 options=_with_queue(merged_options, queue),
                 overlap=row.overlap if overlap is None else overlap,
-                known_tasks=None
-                if allow_unknown_task or task is None
-                else self._known_tasks(),
+                known_tasks=None if allow_unknown_task or task is None else self._known_tasks(),
             )
             if definition.timer != row.timer or definition.timezone != row.timezone:
                 nextrun = timer_.next_after(now)
@@ -267,7 +268,9 @@ class Bridge:
             row = self._row(session, name)
             nextrun = parse_timer(row.timer, row.timezone, row.anchor).next_after(now)
             if nextrun is None:
-                raise ValidationError("timer", row.timer, "a timer with an occurrence in the future")
+                raise ValidationError(
+                    "timer", row.timer, "a timer with an occurrence in the future"
+                )
             row.enabled = True
             row.note = None
             row.broken = False
@@ -320,12 +323,12 @@ class Bridge:
         with self.database.session() as session:
             return Schedule.of(self._row(session, name))
 
-    def list(self) -> list[Schedule]:
+    def list(self) -> builtins.list[Schedule]:
         with self.database.session() as session:
             rows = session.scalars(select(PeriodicTask).order_by(PeriodicTask.name))
             return [Schedule.of(row) for row in rows]
 
-    def history(self, name: str, limit: int = 20) -> list[Run]:
+    def history(self, name: str, limit: int = 20) -> builtins.list[Run]:
         """The schedule's runs, newest first."""
         if limit < 1:
             raise ValidationError("limit", limit, "a whole number of at least 1")
@@ -339,7 +342,9 @@ class Bridge:
             )
             return [Run.of(row) for row in rows]
 
-    def next_runs(self, name: str, count: int = 5, now: datetime | None = None) -> list[datetime]:
+    def next_runs(
+        self, name: str, count: int = 5, now: datetime | None = None
+    ) -> builtins.list[datetime]:
         """The next ``count`` fire times of the schedule's timer after ``now``."""
         if count < 1:
             raise ValidationError("count", count, "a whole number of at least 1")
@@ -366,15 +371,13 @@ class Bridge:
 
 
 def _with_queue(options: Mapping[str, Any] | str | None, queue: str | None) -> Any:
+    """``options`` with ``queue`` set in it, when a queue is given."""
     if queue is None:
         return options
-    if isinstance(options, str):
-        from .spec import parse_json
-
-        options = parse_json("options", options, dict, "a JSON object")
     if not queue.strip():
         raise ValidationError("queue", queue, "a queue name")
-    return {**(options or {}), "queue": queue}
+    decoded: dict[str, Any] = parse_json("options", options or {}, dict, "a JSON object")
+    return {**decoded, "queue": queue}
 
 
 def _aware(field: str, value: datetime) -> datetime:

@@ -66,13 +66,18 @@ def state(schedule: Schedule) -> str:
 
 # -- options shared by add and edit ---------------------------------------------
 
+
 def definition_options(command: F) -> F:
     for option in reversed(
         [
             click.option("--task", help="Registered Celery task name."),
             click.option("--timer", help="'*/5 * * * *', '@daily', 'every 30s', 'at <ISO time>'."),
-            click.option("--args", "args_json", metavar="JSON", help="Positional arguments, a JSON list."),
-            click.option("--kwargs", "kwargs_json", metavar="JSON", help="Keyword arguments, a JSON object."),
+            click.option(
+                "--args", "args_json", metavar="JSON", help="Positional arguments, a JSON list."
+            ),
+            click.option(
+                "--kwargs", "kwargs_json", metavar="JSON", help="Keyword arguments, a JSON object."
+            ),
             click.option("--timezone", help="IANA zone the timer is read in."),
             click.option("--queue", help="Queue to send runs to."),
             click.option(
@@ -216,7 +221,9 @@ def show(ctx: click.Context, name: str, as_json: bool) -> None:
         echo_json(schedule.to_json())
         return
     for key, value in schedule.to_json().items():
-        shown = local(getattr(schedule, key)) if isinstance(getattr(schedule, key), datetime) else value
+        shown = (
+            local(getattr(schedule, key)) if isinstance(getattr(schedule, key), datetime) else value
+        )
         if isinstance(shown, list | dict):
             shown = json.dumps(shown)
         click.echo(f"{key:16} {'-' if shown is None else shown}")
@@ -276,7 +283,17 @@ def history(ctx: click.Context, name: str, limit: int, as_json: bool) -> None:
         echo_json([r.to_json() for r in runs])
         return
     echo_table(
-        ["STATUS", "TRIGGER", "PLAN TIME", "STARTED", "FINISHED", "RUNTIME", "WORKER", "ERROR", "TASK ID"],
+        [
+            "STATUS",
+            "TRIGGER",
+            "PLAN TIME",
+            "STARTED",
+            "FINISHED",
+            "RUNTIME",
+            "WORKER",
+            "ERROR",
+            "TASK ID",
+        ],
         [_history_row(r) for r in runs],
     )
 

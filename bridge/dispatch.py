@@ -81,9 +81,7 @@ def _decode(text: str, field: str, kind: type, expected: str) -> Any:
 def check_options(options: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(options) - ALLOWED_OPTIONS)
     if unknown:
-        raise ValidationError(
-            "options", unknown[0], f"one of {', '.join(sorted(ALLOWED_OPTIONS))}"
-        )
+        raise ValidationError("options", unknown[0], f"one of {', '.join(sorted(ALLOWED_OPTIONS))}")
     if "headers" in options and not isinstance(options["headers"], dict):
         raise ValidationError("options.headers", options["headers"], "a JSON object")
     return options

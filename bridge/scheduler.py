@@ -293,9 +293,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         for signum in (signal.SIGTERM, signal.SIGINT):
             previous = signal.getsignal(signum)
 
-            def handler(
-                received: int, frame: FrameType | None, previous: Any = previous
-            ) -> None:
+            def handler(received: int, frame: FrameType | None, previous: Any = previous) -> None:
                 if self._busy:
                     self._stopping = True
                     return
@@ -312,7 +310,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if connection is not None:
             try:
                 connection.release()
-            except Exception:  # noqa: BLE001 - it is broken already
+            except Exception:
                 logger.debug("bridge: releasing a failed connection failed", exc_info=True)
 
     def _safe_url(self) -> str:

@@ -53,7 +53,9 @@ def check_timezone(zone: Any) -> str:
     try:
         return load_zone(zone).key
     except (UnknownTimezone, TypeError):
-        raise ValidationError("timezone", zone, "an IANA time zone such as 'Europe/Paris'") from None
+        raise ValidationError(
+            "timezone", zone, "an IANA time zone such as 'Europe/Paris'"
+        ) from None
 
 
 def check_timer(text: Any, zone: str, anchor: datetime) -> Timer:
@@ -130,10 +132,10 @@ def build_definition(
         task=check_task(task, known_tasks),
         timer=parsed.text,
         timezone=zone,
-        args=dumps(parse_json("args", list(args) if isinstance(args, tuple) else args, list,
-                              "a JSON list")),
-        kwargs=dumps(parse_json("kwargs", {} if kwargs is None else kwargs, dict,
-                                "a JSON object")),
+        args=dumps(
+            parse_json("args", list(args) if isinstance(args, tuple) else args, list, "a JSON list")
+        ),
+        kwargs=dumps(parse_json("kwargs", {} if kwargs is None else kwargs, dict, "a JSON object")),
         options=dumps(check_options(parse_json("options", options or {}, dict, "a JSON object"))),
         overlap=check_overlap(overlap),
     )

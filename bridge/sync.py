@@ -87,14 +87,15 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
 
     insert = postgresql.insert if database.engine.dialect.name == "postgresql" else sqlite.insert
     with database.session() as session:
-        owners = {
-            name: source
-            for name, source in session.execute(
+        owners = dict(
+            session.execute(
                 select(PeriodicTask.name, PeriodicTask.source).where(
                     PeriodicTask.name.in_(list(definitions))
                 )
             )
-        }
+            .tuples()
+            .all()
+        )
         for name, definition in definitions.items():
             if owners.get(name, Source.CONFIG) != Source.CONFIG:
                 logger.warning(
@@ -123,7 +124,9 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
                 )
                 .on_conflict_do_nothing(index_elements=["name"])
             )
-            unchanged = and_(*(getattr(PeriodicTask, key) == value for key, value in columns.items()))
+            unchanged = and_(
+                *(getattr(PeriodicTask, key) == value for key, value in columns.items())
+            )
             changed = session.execute(
                 update(PeriodicTask)
                 .where(
@@ -131,8 +134,9 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
                     PeriodicTask.source == Source.CONFIG.value,
                     not_(unchanged),
                 )
-                .values(**columns, anchor=now, nextrun=nextrun, enabled=True, note=None,
-                        updated_at=now)
+                .values(
+                    **columns, anchor=now, nextrun=nextrun, enabled=True, note=None, updated_at=now
+                )
                 .execution_options(synchronize_session=False)
             )
             if changed.rowcount:  # type: ignore[attr-defined]
@@ -153,6 +157,6 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
             .values(enabled=False, note=REMOVED_NOTE, updated_at=now)
             .execution_options(synchronize_session=False)
         )
-        if removed.rowcount:  # type: ignore[attr-defined]
-            logger.info("bridge: disabled %d schedule(s) removed from beat_schedule",
-                        removed.rowcount)  # type: ignore[attr-defined]
+        count = removed.rowcount  # type: ignore[attr-defined]
+        if count:
+            logger.info("bridge: disabled %d schedule(s) removed from beat_schedule", count)

@@ -10,6 +10,7 @@ seconds prints the schedules and their latest runs until you press Ctrl-C
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -21,10 +22,18 @@ from bridge.errors import DuplicateSchedule
 DEMO_DIR = Path(".demo")
 
 EXAMPLES = [
-    {"name": "quick-every-10s", "task": "workers.app.quick", "timer": "every 10s",
-     "kwargs": {"x": 40, "y": 2}},
-    {"name": "slow-every-15s", "task": "workers.app.slow", "timer": "every 15s",
-     "kwargs": {"seconds": 20}},
+    {
+        "name": "quick-every-10s",
+        "task": "workers.app.quick",
+        "timer": "every 10s",
+        "kwargs": {"x": 40, "y": 2},
+    },
+    {
+        "name": "slow-every-15s",
+        "task": "workers.app.slow",
+        "timer": "every 15s",
+        "kwargs": {"seconds": 20},
+    },
     {"name": "fail-every-minute", "task": "workers.app.fail", "timer": "* * * * *"},
 ]
 
@@ -45,10 +54,8 @@ def main() -> None:
     api = Bridge(app)
     api.migrate()
     for example in EXAMPLES:
-        try:
+        with contextlib.suppress(DuplicateSchedule):
             api.add(**example)  # type: ignore[arg-type]
-        except DuplicateSchedule:
-            pass
 
     celery = [sys.executable, "-m", "celery", "-A", "workers.app"]
     processes = [
@@ -69,8 +76,10 @@ def main() -> None:
         for process in processes:
             process.wait(30)
     print("\nstopped. Look around with, for example:")
-    print(f"  BRIDGE_DATABASE_URL={os.environ['BRIDGE_DATABASE_URL']} "
-          ".venv/bin/celery -A workers.app bridge history slow-every-15s")
+    print(
+        f"  BRIDGE_DATABASE_URL={os.environ['BRIDGE_DATABASE_URL']} "
+        ".venv/bin/celery -A workers.app bridge history slow-every-15s"
+    )
 
 
 def start(name: str, command: list[str]) -> subprocess.Popen[bytes]:
@@ -85,8 +94,10 @@ def report(api: object) -> None:
     stamp = time.strftime("%H:%M:%S")
     print(f"--- {stamp} " + "-" * 60)
     for schedule in api.list():
-        print(f"{schedule.name:20} {schedule.timer:12} runs={schedule.total_run_count:<3} "
-              f"skipped={schedule.skipped_count:<3} last={schedule.last_status or '-'}")
+        print(
+            f"{schedule.name:20} {schedule.timer:12} runs={schedule.total_run_count:<3} "
+            f"skipped={schedule.skipped_count:<3} last={schedule.last_status or '-'}"
+        )
         for run in api.history(schedule.name, limit=3):
             plan = run.plan_time.astimezone().strftime("%H:%M:%S") if run.plan_time else "-"
             outcome = run.error or run.result or ""

@@ -30,9 +30,9 @@ from .database import Database, database_for
 from .errors import ValidationError
 from .models import PeriodicTask, RunStatus, Trigger
 from .policy import Fire, OpenRun, Overlap, Skip, decide, split_stale, wait_seconds
+from .spec import check_overlap, check_timer, check_timezone
 from .store import Store
 from .sync import sync_beat_schedule
-from .timers import TimerSyntaxError, UnknownTimezone, parse_timer
 
 logger = logging.getLogger("bridge.scheduler")
 
@@ -40,8 +40,6 @@ logger = logging.getLogger("bridge.scheduler")
 MAX_BACKOFF = 5.0
 #: The wait after a tick in which publishing to the broker failed.
 PUBLISH_BACKOFF = 2.0
-
-BAD_ROW_ERRORS = (ValidationError, TimerSyntaxError, UnknownTimezone, ValueError)
 
 
 def utcnow() -> datetime:
@@ -146,10 +144,10 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         assert row.nextrun is not None  # the due query only returns rows with one
         now = utcnow()
         try:
-            timer = parse_timer(row.timer, row.timezone, row.anchor)
+            timer = check_timer(row.timer, check_timezone(row.timezone), row.anchor)
             payload = dispatch.Payload.decode(row.task, row.args, row.kwargs, row.options)
-            overlap = Overlap(row.overlap)
-        except BAD_ROW_ERRORS as exc:
+            overlap = Overlap(check_overlap(row.overlap))
+        except ValidationError as exc:
             note = f"disabled by beat: bad row: {exc}"
             logger.error("bridge: schedule %r %s", row.name, note)
             self.store.disable(row.id, self.instance, now, note)

@@ -81,7 +81,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """Attach the Celery process logs to a failing test's report."""
     report = yield
     env = next(
-        (item.funcargs.get(name) for name in ("pg_env", "embedded_env") if name in getattr(item, "funcargs", {})),
+        (
+            item.funcargs.get(name)
+            for name in ("pg_env", "embedded_env")
+            if name in getattr(item, "funcargs", {})
+        ),
         None,
     )
     if report.failed and isinstance(env, Env):

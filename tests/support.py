@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -19,7 +20,9 @@ from sqlalchemy import create_engine, text
 
 REPO = Path(__file__).resolve().parent.parent
 CELERY = [sys.executable, "-m", "celery", "-A", "workers.app"]
-PG_ADMIN_URL = os.environ.get("BRIDGE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+PG_ADMIN_URL = os.environ.get(
+    "BRIDGE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
 REDIS_URL = os.environ.get("BRIDGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
 
 T = TypeVar("T")
@@ -126,7 +129,15 @@ class Env:
             command = [*CELERY, "beat", "-S", "bridge", "-l", "info", *args]
         else:
             command = [
-                *CELERY, "worker", "-l", "info", "-c", "2", "-n", f"{name}@%h", *args,
+                *CELERY,
+                "worker",
+                "-l",
+                "info",
+                "-c",
+                "2",
+                "-n",
+                f"{name}@%h",
+                *args,
             ]
         process = CeleryProcess(name, command, self.workdir, self.environ(**extra))
         self.processes.append(process)
@@ -145,7 +156,11 @@ class CeleryProcess:
         self.log_path = cwd / f"{name}.log"
         self._log = self.log_path.open("w")
         self.popen = subprocess.Popen(
-            list(command), cwd=cwd, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+            list(command),
+            cwd=cwd,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 
@@ -166,10 +181,8 @@ class CeleryProcess:
             except subprocess.TimeoutExpired:
                 os.killpg(self.popen.pid, signal.SIGKILL)
                 self.popen.wait(5)
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, signal.SIGKILL)  # leftover pool children
-        except ProcessLookupError:
-            pass
         self._log.close()
         return self.popen.returncode
 
@@ -187,5 +200,15 @@ def rows(database_url: str, query: str, **params: Any) -> list[Any]:
     try:
         with engine.connect() as connection:
             return list(connection.execute(text(query), params))
+    finally:
+        engine.dispose()
+
+
+def execute(database_url: str, statement: str, **params: Any) -> None:
+    """Write straight into the database, as an operator with psql would."""
+    engine = create_engine(database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(text(statement), params)
     finally:
         engine.dispose()

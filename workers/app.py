@@ -32,6 +32,11 @@ app.conf.update(
     worker_send_task_events=True,
     worker_hijack_root_logger=True,
     broker_connection_retry_on_startup=True,
+    # The default scheduler of `celery beat` and of `celery worker -B`. The
+    # worker has no -S for the scheduler (its -S is --statedb), so this is how
+    # `worker -B -S bridge` ends up on the bridge too; `--scheduler bridge` is
+    # the explicit form.
+    beat_scheduler="bridge",
     beat_schedule={
         # Synced into periodic_task when beat starts, next to the schedules
         # added through the CLI.

@@ -1,9 +1,13 @@
-"""The whole path with real processes: CLI → periodic_task → beat → broker → worker → task_execution."""
+"""The whole path with real processes.
+
+CLI → periodic_task → beat → broker → worker → task_execution.
+"""
 
 from __future__ import annotations
 
 import json
 import time
+from itertools import pairwise
 from datetime import datetime, timedelta
 
 import pytest
@@ -34,21 +38,47 @@ def ts(value: object) -> datetime:
 
 
 def test_schedules_fire_and_runs_are_recorded(env: Env) -> None:
-    env.cli("add", "quick", "--task", "workers.app.quick", "--timer", "every 2s",
-            "--kwargs", '{"x": 20, "y": 22}')
-    env.cli("add", "slow", "--task", "workers.app.slow", "--timer", "every 2s",
-            "--kwargs", '{"seconds": 5}')
+    env.cli(
+        "add",
+        "quick",
+        "--task",
+        "workers.app.quick",
+        "--timer",
+        "every 2s",
+        "--kwargs",
+        '{"x": 20, "y": 22}',
+    )
+    env.cli(
+        "add",
+        "slow",
+        "--task",
+        "workers.app.slow",
+        "--timer",
+        "every 2s",
+        "--kwargs",
+        '{"seconds": 5}',
+    )
     env.cli("add", "failing", "--task", "workers.app.fail", "--timer", "every 3s")
     worker = env.start("worker")
     worker.wait_log("ready", timeout=60)
     beat = env.start("beat")
 
-    wait_for(lambda: sum(r["status"] == "SUCCESS" for r in runs(env, "slow")) >= 2, 60,
-             what="two finished slow runs")
+    wait_for(
+        lambda: sum(r["status"] == "SUCCESS" for r in runs(env, "slow")) >= 2,
+        60,
+        what="two finished slow runs",
+    )
     beat.stop()
     # Let the worker finish what beat sent, then stop it.
-    wait_for(lambda: all(r["status"] in {"SUCCESS", "FAILURE"} for n in ("quick", "slow", "failing")
-                         for r in runs(env, n)), 30, what="every run final")
+    wait_for(
+        lambda: all(
+            r["status"] in {"SUCCESS", "FAILURE"}
+            for n in ("quick", "slow", "failing")
+            for r in runs(env, n)
+        ),
+        30,
+        what="every run final",
+    )
     worker.stop()
 
     quick = show(env, "quick")
@@ -60,7 +90,7 @@ def test_schedules_fire_and_runs_are_recorded(env: Env) -> None:
     for plan in plan_times:
         assert (plan - anchor) % step == timedelta(0)
     assert plan_times == sorted(set(plan_times))
-    assert all(b - a == step for a, b in zip(plan_times[1:], plan_times[2:]))
+    assert all(b - a == step for a, b in pairwise(plan_times[1:]))
     for run in quick_runs:
         assert run["status"] == "SUCCESS"
         assert run["result"] == "42"
@@ -77,7 +107,7 @@ def test_schedules_fire_and_runs_are_recorded(env: Env) -> None:
     slow_runs = runs(env, "slow")
     assert slow["skipped_count"] >= 2
     spans = sorted((ts(r["started_at"]), ts(r["finished_at"])) for r in slow_runs)
-    assert all(prev_end <= start for (_, prev_end), (start, _) in zip(spans, spans[1:]))
+    assert all(prev_end <= start for (_, prev_end), (start, _) in pairwise(spans))
     assert "skipped 'slow'" in beat.log and "is still STARTED" in beat.log
 
     failing_runs = runs(env, "failing")
@@ -108,8 +138,11 @@ def test_manual_run_and_changes_while_beat_runs(env: Env) -> None:
 
     sent = env.cli("run", "later").stdout
     task_id = sent.strip().rsplit(" ", 1)[-1]
-    wait_for(lambda: runs(env, "later") and runs(env, "later")[-1]["status"] == "SUCCESS", 30,
-             what="the manual run to succeed")
+    wait_for(
+        lambda: runs(env, "later") and runs(env, "later")[-1]["status"] == "SUCCESS",
+        30,
+        what="the manual run to succeed",
+    )
     manual = runs(env, "later")[-1]
     assert manual["id"] == task_id
     assert manual["trigger"] == "manual"
@@ -143,7 +176,13 @@ def test_manual_run_and_changes_while_beat_runs(env: Env) -> None:
     wait_for(lambda: runs(env, "doomed"), 20, what="a run of 'doomed'")
     env.cli("rm", "doomed")
     assert env.cli("show", "doomed", check=False).returncode != 0
-    assert rows(env.database_url, "SELECT count(*) FROM task_execution t LEFT JOIN periodic_task p "
-                "ON p.id = t.periodic_task_id WHERE p.id IS NULL AND t.trigger <> 'external'")[0][0] == 0
+    assert (
+        rows(
+            env.database_url,
+            "SELECT count(*) FROM task_execution t LEFT JOIN periodic_task p "
+            "ON p.id = t.periodic_task_id WHERE p.id IS NULL AND t.trigger <> 'external'",
+        )[0][0]
+        == 0
+    )
     time.sleep(2)
     assert beat.popen.poll() is None, "beat must keep running"

@@ -1,0 +1,184 @@
+"""Beat's behaviour under the conditions a production scheduler meets: bad rows,
+runs that never finish, SIGTERM, the embedded mode, and a database the worker cannot reach."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.support import Env, execute, rows, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def history(env: Env, name: str) -> list[dict[str, object]]:
+    return list(json.loads(env.cli("history", name, "--limit", "1000", "--json").stdout))
+
+
+def show(env: Env, name: str) -> dict[str, object]:
+    return dict(json.loads(env.cli("show", name, "--json").stdout))
+
+
+def test_bad_rows_are_disabled_with_a_note_and_the_rest_go_on(embedded_env: Env) -> None:
+    env = embedded_env
+    # No worker runs here: overlap allow lets the good schedule fire every second anyway.
+    for name in ("good", "bad-timer", "bad-zone", "bad-args", "bad-kwargs", "bad-overlap"):
+        env.cli(
+            "add", name, "--task", "workers.app.quick", "--timer", "every 1s", "--overlap", "allow"
+        )
+    # Values written straight into the table, past the API's validation.
+    for name, column, value in [
+        ("bad-timer", "timer", "every now and then"),
+        ("bad-zone", "timezone", "Mars/Olympus"),
+        ("bad-args", "args", "[1, 2"),
+        ("bad-kwargs", "kwargs", "[1, 2]"),
+        ("bad-overlap", "overlap", "sometimes"),
+    ]:
+        execute(
+            env.database_url,
+            f"UPDATE periodic_task SET {column} = :v WHERE name = :n",
+            v=value,
+            n=name,
+        )
+    beat = env.start("beat")
+    wait_for(lambda: len(history(env, "good")) >= 3, 30, what="runs of the good schedule")
+
+    notes = {
+        "bad-timer": "timer",
+        "bad-zone": "Mars/Olympus",
+        "bad-args": "args",
+        "bad-kwargs": "kwargs",
+        "bad-overlap": "sometimes",
+    }
+    for name, needle in notes.items():
+        schedule = show(env, name)
+        assert schedule["enabled"] is False, name
+        assert str(schedule["note"]).startswith("disabled by beat: bad row:"), schedule["note"]
+        assert needle in str(schedule["note"]), (name, schedule["note"])
+        assert history(env, name) == []
+    # `ls` still lists every row, bad ones included.
+    listing = env.cli("ls").stdout
+    assert all(name in listing for name in notes)
+    assert beat.popen.poll() is None
+    assert "Traceback" not in beat.log
+
+
+def test_stale_run_is_marked_lost_and_stops_blocking(embedded_env: Env) -> None:
+    env = embedded_env
+    env.cli("add", "blocked", "--task", "workers.app.quick", "--timer", "every 1s")
+    schedule_id = show(env, "blocked")["id"]
+    old = datetime.now(UTC) - timedelta(minutes=10)
+    execute(
+        env.database_url,
+        "INSERT INTO task_execution (id, periodic_task_id, task, plan_time, attempt, trigger,"
+        " status, updated_at, started_at) VALUES ('stuck-run', :sid, 'workers.app.quick', :old,"
+        " 1, 'scheduled', 'STARTED', :old, :old)",
+        sid=schedule_id,
+        old=old.replace(tzinfo=None),
+    )
+    # No worker runs: the new run stays SENT, which is enough to see it was not blocked.
+    beat = env.start("beat", BRIDGE_STALE_RUN_SECONDS="60")
+    wait_for(
+        lambda: any(r["id"] != "stuck-run" for r in history(env, "blocked")),
+        30,
+        what="a run after the stale one",
+    )
+    stuck = next(r for r in history(env, "blocked") if r["id"] == "stuck-run")
+    assert stuck["status"] == "LOST"
+    assert "presumed lost" in str(stuck["error"])
+    assert "run stuck-run of 'blocked' marked LOST" in beat.log
+
+
+def test_overlap_skip_with_a_fresh_open_run_skips_and_counts(embedded_env: Env) -> None:
+    env = embedded_env
+    env.cli("add", "busy", "--task", "workers.app.quick", "--timer", "every 1s")
+    schedule_id = show(env, "busy")["id"]
+    now = datetime.now(UTC) + timedelta(minutes=5)  # stays fresh for the whole test
+    execute(
+        env.database_url,
+        "INSERT INTO task_execution (id, periodic_task_id, task, plan_time, attempt, trigger,"
+        " status, updated_at) VALUES ('running', :sid, 'workers.app.quick', :t, 1,"
+        " 'manual', 'STARTED', :t)",
+        sid=schedule_id,
+        t=now.replace(tzinfo=None),
+    )
+    beat = env.start("beat")
+    wait_for(lambda: show(env, "busy")["skipped_count"] >= 3, 30, what="three skips")
+    assert [r["id"] for r in history(env, "busy")] == ["running"]
+    assert "skipped 'busy'" in beat.log and "previous run running is still STARTED" in beat.log
+
+
+def test_sigterm_finishes_the_fire_in_hand_clears_marks_and_exits(pg_env: Env) -> None:
+    env = pg_env
+    # Many rows due at once, inserted straight into the table, so that a tick has work in hand.
+    now = datetime.now(UTC)
+    for index in range(40):
+        execute(
+            env.database_url,
+            "INSERT INTO periodic_task (name, task, args, kwargs, options, timer, timezone,"
+            " anchor, enabled, nextrun, overlap, source, broken, created_at, updated_at,"
+            " total_run_count, skipped_count, missed_count) VALUES (:n, 'workers.app.quick',"
+            " '[]', '{}', '{}', 'every 1s', 'UTC', :t, true, :t, 'skip', 'api', false, :t, :t,"
+            " 0, 0, 0)",
+            n=f"s{index:02}",
+            t=now,
+        )
+    beat = env.start("beat")
+    beat.wait_log("fired", timeout=30)
+    time.sleep(2)
+    beat.signal(signal.SIGTERM)
+    assert beat.popen.wait(20) == 0
+    held = rows(env.database_url, "SELECT name FROM periodic_task WHERE worker IS NOT NULL")
+    assert held == []
+    pending = rows(env.database_url, "SELECT id FROM task_execution WHERE status = 'PENDING'")
+    assert pending == []
+    # The lazily built banner instance works too.
+    assert "scheduler -> bridge.scheduler.DatabaseScheduler" in beat.log
+    assert "database -> postgresql+psycopg://" in beat.log
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["-B", "--scheduler", "bridge"],
+        # The worker's -S is --statedb; the app's beat_scheduler names the bridge.
+        ["-B", "-S", "bridge"],
+    ],
+)
+def test_worker_with_embedded_beat(pg_env: Env, options: list[str]) -> None:
+    env = pg_env
+    env.cli("add", "embedded", "--task", "workers.app.quick", "--timer", "every 1s")
+    worker = env.start("worker", *options)
+    wait_for(
+        lambda: sum(r["status"] == "SUCCESS" for r in history(env, "embedded")) >= 3,
+        60,
+        what="runs fired by the embedded beat",
+    )
+    assert "bridge: fired 'embedded'" in worker.log
+
+
+def test_recorder_survives_an_unreachable_database(pg_env: Env) -> None:
+    """A worker that cannot write records still runs the task, and logs why."""
+    env = pg_env
+    worker = env.start(
+        "worker",
+        BRIDGE_DATABASE_URL="postgresql+psycopg://postgres@127.0.0.1:1/nowhere",
+        BRIDGE_RECORDER_RETRIES="2",
+    )
+    worker.wait_log("ready", timeout=60)
+    send = (
+        "from workers.app import app;"
+        "app.send_task('workers.app.quick', kwargs={'x': 1, 'y': 1}, task_id='hiccup-run',"
+        " headers={'bridge_schedule_id': 1, 'bridge_schedule': 'x'})"
+    )
+    import subprocess
+
+    subprocess.run([sys.executable, "-c", send], env=env.environ(), cwd=env.workdir, check=True)
+    worker.wait_log("Task workers.app.quick[hiccup-run] succeeded", timeout=60)
+    worker.wait_log("could not record", timeout=60)
+    assert "after 3 attempts" in worker.log

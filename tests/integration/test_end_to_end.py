@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import time
-from itertools import pairwise
 from datetime import datetime, timedelta
+from itertools import pairwise
 
 import pytest
 

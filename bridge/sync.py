@@ -92,9 +92,7 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
                 select(PeriodicTask.name, PeriodicTask.source).where(
                     PeriodicTask.name.in_(list(definitions))
                 )
-            )
-            .tuples()
-            .all()
+            ).all()
         )
         for name, definition in definitions.items():
             if owners.get(name, Source.CONFIG) != Source.CONFIG:

@@ -227,7 +227,7 @@ class Bridge:
             anchor = (
                 now if new_timer and timer is not None and timer.startswith("every") else row.anchor
             )
-            merged_options = json.loads(row.options) if options is None else options
+            merged_options = row.options if options is None else options
             definition, timer_ = build_definition(
                 task=row.task if task is None else task,
                 timer=row.timer if timer is None else timer,

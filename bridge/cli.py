@@ -81,6 +81,12 @@ def definition_options(command: F) -> F:
             click.option("--timezone", help="IANA zone the timer is read in."),
             click.option("--queue", help="Queue to send runs to."),
             click.option(
+                "--options",
+                "options_json",
+                metavar="JSON",
+                help="apply_async options, a JSON object (queue, priority, expires, headers...).",
+            ),
+            click.option(
                 "--overlap",
                 type=click.Choice([o.value for o in Overlap]),
                 help="What to do while a previous run is not final.",
@@ -126,6 +132,7 @@ def add(
     kwargs_json: str | None,
     timezone: str | None,
     queue: str | None,
+    options_json: str | None,
     overlap: str | None,
     allow_unknown_task: bool,
     disabled: bool,
@@ -142,6 +149,7 @@ def add(
         kwargs="{}" if kwargs_json is None else kwargs_json,
         timezone=timezone,
         queue=queue,
+        options=options_json,
         overlap=overlap or Overlap.SKIP.value,
         enabled=not disabled,
         allow_unknown_task=allow_unknown_task,
@@ -163,6 +171,7 @@ def edit(
     kwargs_json: str | None,
     timezone: str | None,
     queue: str | None,
+    options_json: str | None,
     overlap: str | None,
     allow_unknown_task: bool,
 ) -> None:
@@ -175,6 +184,7 @@ def edit(
         kwargs=kwargs_json,
         timezone=timezone,
         queue=queue,
+        options=options_json,
         overlap=overlap,
         allow_unknown_task=allow_unknown_task,
     )

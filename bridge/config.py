@@ -70,11 +70,24 @@ class Settings:
             else:
                 continue
             try:
-                values[field.name] = parse(raw) if isinstance(raw, str) else raw
+                values[field.name] = parse(str(raw))
             except ValueError:
                 raise ValidationError(key, raw, f"a {field.type} value") from None
+            if field.name in _POSITIVE and values[field.name] <= 0:
+                raise ValidationError(key, raw, "a number greater than 0")
+            if field.name in _NOT_NEGATIVE and values[field.name] < 0:
+                raise ValidationError(key, raw, "a number of at least 0")
         return cls(**values)
 
+
+_POSITIVE = {
+    "lease_seconds",
+    "batch_size",
+    "poll_interval",
+    "stale_run_seconds",
+    "summary_max_chars",
+}
+_NOT_NEGATIVE = {"recorder_retries"}
 
 _PARSERS: dict[str, Callable[[str], Any]] = {
     "str": str,

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
@@ -55,6 +56,20 @@ def _prepare_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def migrations_location() -> str:
+    """Where the Alembic environment is: ``bridge.migrations`` when installed.
+
+    The wheel maps the repository's ``migrations/`` folder to the
+    ``bridge.migrations`` package. A process started in a source checkout
+    imports ``bridge`` from the checkout, where that mapping does not exist,
+    so the folder beside the package is used instead.
+    """
+    try:
+        return str(resources.files("bridge.migrations"))
+    except ModuleNotFoundError:
+        return str(Path(__file__).resolve().parent.parent / "migrations")
 
 
 class Database:
@@ -116,7 +131,7 @@ class Database:
         from alembic.config import Config
 
         config = Config()
-        config.set_main_option("script_location", str(resources.files("bridge.migrations")))
+        config.set_main_option("script_location", migrations_location())
         config.set_main_option("sqlalchemy.url", self.url.replace("%", "%%"))
         with self.engine.connect() as connection, connection.begin():
             if connection.dialect.name == "postgresql":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from celery import Celery
@@ -44,8 +44,10 @@ ALLOWED_OPTIONS = frozenset(
 
 def run_id_for(schedule_id: int, plan_time: datetime, attempt: int = 1) -> str:
     """The run id of an occurrence: the same whoever computes it, so re-doing a fire
-    after a crash finds the record instead of writing a second one."""
-    return str(uuid.uuid5(RUN_ID_NAMESPACE, f"{schedule_id}/{plan_time.isoformat()}/{attempt}"))
+    after a crash finds the record instead of writing a second one. The plan time is
+    hashed in UTC, so the zone it happens to be written in does not matter."""
+    instant = plan_time.astimezone(UTC).isoformat()
+    return str(uuid.uuid5(RUN_ID_NAMESPACE, f"{schedule_id}/{instant}/{attempt}"))
 
 
 @dataclass(frozen=True)

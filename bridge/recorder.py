@@ -106,7 +106,7 @@ class Recorder:
             request.task,
             request.headers,
             status=RunStatus.RETRY,
-            error=bounded(reason, self.settings.summary_max_chars),
+            error=bounded(str(reason), self.settings.summary_max_chars),
         )
 
     def on_success(self, sender: Any, result: Any = None, **_: Any) -> None:
@@ -138,11 +138,14 @@ class Recorder:
     def on_revoked(
         self, request: Any, terminated: bool = False, expired: bool = False, **_: Any
     ) -> None:
-        headers = request.request_dict
+        # A run revoked before it starts comes as the worker's Request; one
+        # terminated while running comes as the task's Context.
+        headers = getattr(request, "request_dict", None) or getattr(request, "headers", None)
         if not self.wants(headers):
             return
+        task = str(getattr(request, "task_name", None) or getattr(request, "task", ""))
         reason = "expired" if expired else "terminated" if terminated else "revoked"
-        self._finish(request.id, request.task_name, headers, RunStatus.REVOKED, error=reason)
+        self._finish(request.id, task, headers, RunStatus.REVOKED, error=reason)
 
     # -- writing ----------------------------------------------------------------
 

@@ -69,6 +69,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self._stopping = False
         self._backoff = 0.0
         self._outage: str | None = None
+        self._closed = False
         super().__init__(*args, **kwargs)
 
     # -- beat contract -----------------------------------------------------
@@ -92,11 +93,17 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         return wait
 
     def close(self) -> None:
-        """Clear every mark this instance holds, then release the broker connection."""
-        try:
-            self.store.release(self.instance)
-        except (OperationalError, DBAPIError) as exc:
-            logger.warning("bridge: could not clear marks on exit (%s); they expire", exc)
+        """Clear every mark this instance holds, then release the broker connection.
+
+        Beat calls this twice on SIGTERM (from its signal handler and on the
+        way out); the second call has nothing left to do.
+        """
+        if not self._closed:
+            self._closed = True
+            try:
+                self.store.release(self.instance)
+            except (OperationalError, DBAPIError) as exc:
+                logger.warning("bridge: could not clear marks on exit (%s); they expire", exc)
         super().close()
 
     @property

@@ -26,20 +26,24 @@ def dumps(value: Any) -> str:
 
 
 def parse_json(field: str, value: Any, kind: type, expected: str) -> Any:
-    """Accept a JSON text or an already-decoded value of ``kind``."""
+    """Accept a JSON text or an already-decoded value of ``kind``.
+
+    A refusal repeats the value as the user gave it (the text, not its decoding).
+    """
+    given = value
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError:
-            raise ValidationError(field, value, expected) from None
+            raise ValidationError(field, given, expected) from None
     if isinstance(value, tuple) and kind is list:
         value = list(value)
     if not isinstance(value, kind):
-        raise ValidationError(field, value, expected)
+        raise ValidationError(field, given, expected)
     try:
         dumps(value)
     except (TypeError, ValueError):
-        raise ValidationError(field, value, f"{expected} of JSON-serialisable values") from None
+        raise ValidationError(field, given, f"{expected} of JSON-serialisable values") from None
     return value
 
 

@@ -32,19 +32,48 @@ logger = logging.getLogger("bridge.sync")
 REMOVED_NOTE = "disabled: removed from beat_schedule"
 
 
-def timer_text(value: Any) -> str:
-    """The timer text of a ``beat_schedule`` entry's ``schedule`` value."""
+def _cron_field(value: Any) -> str:
+    """One crontab field as cron text: Celery keeps what it was given (text, a number or a set)."""
     if isinstance(value, str):
         return value
-    if isinstance(value, crontab):
-        fields = (
+    if isinstance(value, int):
+        return str(value)
+    return ",".join(str(item) for item in sorted(value))
+
+
+def crontab_text(value: crontab) -> str:
+    """The cron expression of a Celery crontab, refusing one whose meaning would change.
+
+    Celery fires a crontab that restricts both day fields only on days matching
+    both; classic cron, which the bridge follows, fires on days matching either.
+    """
+    fields = [
+        _cron_field(field)
+        for field in (
             value._orig_minute,
             value._orig_hour,
             value._orig_day_of_month,
             value._orig_month_of_year,
             value._orig_day_of_week,
         )
-        return " ".join(str(field) for field in fields)
+    ]
+    if not fields[2].startswith("*") and not fields[4].startswith("*"):
+        raise ValidationError(
+            "schedule",
+            value,
+            "a crontab restricting at most one of day_of_month and day_of_week "
+            "(Celery requires both to match, cron only one)",
+        )
+    return " ".join(fields)
+
+
+def timer_text(value: Any) -> str:
+    """The timer text of a ``beat_schedule`` entry's ``schedule`` value."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, crontab):
+        return crontab_text(value)
+    given = value
     if isinstance(value, schedule):
         value = value.run_every
     if isinstance(value, int | float) and not isinstance(value, bool):
@@ -53,9 +82,9 @@ def timer_text(value: Any) -> str:
         try:
             return f"every {format_duration(value)}"
         except ValueError:
-            raise ValidationError("schedule", value, "a whole number of seconds > 0") from None
+            raise ValidationError("schedule", given, "a whole number of seconds > 0") from None
     raise ValidationError(
-        "schedule", value, "seconds, a timedelta, a celery crontab or a timer text"
+        "schedule", given, "seconds, a timedelta, a celery crontab or a timer text"
     )
 
 

@@ -1,4 +1,4 @@
-"""A reference Celery app with three example tasks: quick, slow and failing.
+"""A reference Celery app with example tasks: quick, slow, failing and flaky.
 
 Configuration comes from the environment so that the same module serves the
 embedded quick start and a PostgreSQL + Redis deployment:
@@ -76,6 +76,14 @@ def slow(seconds: float = 20.0) -> str:
     """Takes a while: long enough for the next occurrence to find it still running."""
     time.sleep(seconds)
     return f"slept {seconds}s"
+
+
+@app.task(bind=True, max_retries=3, default_retry_delay=1)
+def flaky(self: Any, failures: int = 1) -> str:
+    """Fails ``failures`` times, asking Celery to retry, then succeeds."""
+    if self.request.retries < failures:
+        raise self.retry(exc=RuntimeError(f"attempt {self.request.retries + 1} failed"))
+    return f"succeeded after {failures} retries"
 
 
 @app.task

@@ -1,0 +1,113 @@
+"""Execution records written by a real worker: retries, revocation, routing, opt-in."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import redis
+
+from tests.support import REDIS_URL, Env, rows, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def history(env: Env, name: str) -> list[dict[str, object]]:
+    return list(json.loads(env.cli("history", name, "--json").stdout))
+
+
+def send(env: Env, code: str) -> None:
+    script = f"from workers.app import app\n{code}"
+    subprocess.run([sys.executable, "-c", script], env=env.environ(), cwd=env.workdir, check=True)
+
+
+def test_retry_then_success_and_revoked(pg_env: Env) -> None:
+    env = pg_env
+    env.cli(
+        "add",
+        "flaky",
+        "--task",
+        "workers.app.flaky",
+        "--timer",
+        "@yearly",
+        "--kwargs",
+        '{"failures": 1}',
+    )
+    env.cli(
+        "add",
+        "long",
+        "--task",
+        "workers.app.slow",
+        "--timer",
+        "@yearly",
+        "--kwargs",
+        '{"seconds": 60}',
+    )
+    worker = env.start("worker")
+    worker.wait_log("ready", timeout=60)
+
+    run_id = env.cli("run", "flaky").stdout.split()[-1]
+    wait_for(lambda: worker.log.count(f"[{run_id}] retry") >= 1, 30, what="a retry")
+    statuses = rows(
+        env.database_url, "SELECT status, error FROM task_execution WHERE id = :i", i=run_id
+    )
+    assert statuses[0][0] in {"RETRY", "RECEIVED", "STARTED", "SUCCESS"}
+    wait_for(lambda: history(env, "flaky")[0]["status"] == "SUCCESS", 30, what="success")
+    run = history(env, "flaky")[0]
+    assert run["result"] == "succeeded after 1 retries"
+    assert "Retry in 1s: RuntimeError('attempt 1 failed')" in str(run["error"])
+
+    long_id = env.cli("run", "long").stdout.split()[-1]
+    wait_for(lambda: history(env, "long")[0]["status"] == "STARTED", 30, what="a started run")
+    send(env, f"app.control.revoke({long_id!r}, terminate=True)")
+    wait_for(lambda: history(env, "long")[0]["status"] == "REVOKED", 30, what="revocation")
+    assert history(env, "long")[0]["error"] == "terminated"
+    assert env.cli("show", "long", "--json").stdout.count('"last_status": "REVOKED"') == 1
+
+
+def test_queue_option_routes_the_message(pg_env: Env) -> None:
+    env = pg_env
+    env.cli(
+        "add", "routed", "--task", "workers.app.quick", "--timer", "every 1s", "--queue", "reports"
+    )
+    env.start("beat")
+    wait_for(lambda: history(env, "routed"), 30, what="a run of the routed schedule")
+    client = redis.Redis.from_url(REDIS_URL)
+    wait_for(lambda: client.llen("reports") >= 1, 10, what="a message in the reports queue")
+    message = json.loads(client.lindex("reports", 0) or b"{}")
+    headers = message["headers"]
+    assert headers["task"] == "workers.app.quick"
+    assert headers["bridge_schedule"] == "routed"
+    assert headers["id"] == history(env, "routed")[-1]["id"]
+    assert headers["bridge_plan_time"] == history(env, "routed")[-1]["plan_time"]
+
+
+@pytest.mark.parametrize("record_all", [False, True])
+def test_tasks_not_sent_by_the_bridge_are_recorded_only_on_opt_in(
+    pg_env: Env, record_all: bool
+) -> None:
+    env = pg_env
+    flag = {"BRIDGE_RECORD_ALL_TASKS": "true"} if record_all else {}
+    worker = env.start("worker", **flag)
+    worker.wait_log("ready", timeout=60)
+    send(env, "app.send_task('workers.app.quick', task_id='plain-task')")
+    worker.wait_log("Task workers.app.quick[plain-task] succeeded", timeout=30)
+    found = wait_for(
+        lambda: (
+            rows(
+                env.database_url,
+                "SELECT status, trigger, worker, periodic_task_id"
+                " FROM task_execution WHERE id = 'plain-task'",
+            )
+            or not record_all
+        ),
+        15,
+        what="the opted-in record",
+    )
+    if record_all:
+        assert found[0][:2] == ("SUCCESS", "external")
+        assert found[0][3] is None
+    else:
+        assert rows(env.database_url, "SELECT id FROM task_execution") == []

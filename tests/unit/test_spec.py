@@ -1,0 +1,385 @@
+"""Tests of the checks every schedule definition goes through, and of their refusals.
+
+Covers bridge.spec (definitions), bridge.config (settings lookup), bridge.sync.timer_text
+(``beat_schedule`` values into timer texts) and bridge.dispatch (run ids and payloads).
+Each refusal must name the field and repeat the value, so a user can find and fix it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from celery import Celery
+from celery.schedules import crontab, schedule, solar
+
+from bridge.config import DEFAULT_DATABASE_URL, Settings
+from bridge.dispatch import Payload, run_id_for
+from bridge.errors import ValidationError
+from bridge.spec import NAME_MAX, Definition, build_definition, check_name
+from bridge.sync import timer_text
+
+ANCHOR = datetime(2026, 1, 1, tzinfo=UTC)
+KNOWN = frozenset({"workers.app.quick", "workers.app.slow"})
+
+
+def assert_refusal(err: ValidationError, field: str, value: Any) -> None:
+    """The error names the field, keeps the value and repeats both in its message."""
+    assert err.field == field
+    assert err.value == value
+    assert field in str(err)
+    assert repr(value) in str(err)
+
+
+def build(**overrides: Any) -> Definition:
+    """A valid definition with some fields overridden."""
+    fields: dict[str, Any] = {
+        "task": "workers.app.quick",
+        "timer": "every 30s",
+        "timezone": "UTC",
+        "anchor": ANCHOR,
+        "known_tasks": KNOWN,
+    }
+    fields.update(overrides)
+    definition, _timer = build_definition(**fields)
+    return definition
+
+
+# ------------------------------------------------------------------ build_definition
+
+
+def test_build_definition_defaults_are_empty_call_and_skip() -> None:
+    """Without args, kwargs or options the stored call is empty and overlap is skip."""
+    definition = build()
+    assert definition == Definition(
+        task="workers.app.quick",
+        timer="every 30s",
+        timezone="UTC",
+        args="[]",
+        kwargs="{}",
+        options="{}",
+        overlap="skip",
+    )
+
+
+def test_build_definition_normalises_what_it_stores() -> None:
+    """Timer, JSON and zone are stored in one canonical spelling."""
+    definition, timer = build_definition(
+        task="workers.app.slow",
+        timer="every 90s",
+        timezone="Europe/Paris",
+        anchor=ANCHOR,
+        args=(1, "two"),
+        kwargs='{"b": 2, "a": 1}',
+        options={"queue": "reports", "priority": 3},
+        overlap="allow",
+        known_tasks=KNOWN,
+    )
+    assert definition.columns() == {
+        "task": "workers.app.slow",
+        "timer": "every 1m30s",
+        "timezone": "Europe/Paris",
+        "args": '[1,"two"]',
+        "kwargs": '{"a":1,"b":2}',
+        "options": '{"priority":3,"queue":"reports"}',
+        "overlap": "allow",
+    }
+    assert timer.text == "every 1m30s"
+    assert timer.next_after(ANCHOR) == ANCHOR + timedelta(seconds=90)
+
+
+@pytest.mark.parametrize(
+    ("given", "stored"),
+    [
+        ("  */5   *  * * *  ", "*/5 * * * *"),
+        ("@midnight", "@daily"),
+        ("0 9 * * MON-FRI", "0 9 * * mon-fri"),
+        ("every 3600s", "every 1h"),
+        ("at 2026-12-01T09:00:00+01:00", "at 2026-12-01T08:00:00+00:00"),
+    ],
+)
+def test_build_definition_stores_the_canonical_timer(given: str, stored: str) -> None:
+    """Equal timers are stored as equal texts, so an unchanged definition compares equal."""
+    assert build(timer=given).timer == stored
+
+
+def test_build_definition_accepts_any_task_without_a_known_list() -> None:
+    """known_tasks=None (allow_unknown_task) accepts a task only the workers import."""
+    assert build(task="elsewhere.task", known_tasks=None).task == "elsewhere.task"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field", "value"),
+    [
+        ({"timezone": "Mars/Olympus"}, "timezone", "Mars/Olympus"),
+        ({"timezone": "../../etc/passwd"}, "timezone", "../../etc/passwd"),
+        ({"timer": "every 5x"}, "timer", "every 5x"),
+        ({"timer": "61 * * * *"}, "timer", "61 * * * *"),
+        ({"timer": "* * * *"}, "timer", "* * * *"),
+        ({"timer": 30}, "timer", 30),
+        ({"task": "no.such.task"}, "task", "no.such.task"),
+        ({"task": "  "}, "task", "  "),
+        ({"task": None}, "task", None),
+        ({"args": "not json"}, "args", "not json"),
+        ({"args": {"a": 1}}, "args", {"a": 1}),
+        ({"kwargs": [1]}, "kwargs", [1]),
+        ({"kwargs": "{bad"}, "kwargs", "{bad"),
+        ({"options": {"bogus": 1}}, "options", "bogus"),
+        ({"options": {"headers": [1]}}, "options.headers", [1]),
+        ({"overlap": "sometimes"}, "overlap", "sometimes"),
+    ],
+)
+def test_build_definition_refusals_name_field_and_value(
+    overrides: dict[str, Any], field: str, value: Any
+) -> None:
+    """Each bad field is refused with its name and the value given."""
+    with pytest.raises(ValidationError) as caught:
+        build(**overrides)
+    assert_refusal(caught.value, field, value)
+
+
+def test_build_definition_refuses_values_json_cannot_hold() -> None:
+    """A value that cannot be stored as JSON is refused, not written as garbage."""
+    bad = [datetime(2026, 1, 1)]
+    with pytest.raises(ValidationError) as caught:
+        build(args=bad)
+    assert_refusal(caught.value, "args", bad)
+    assert "JSON-serialisable" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "text"), [("args", '{"a":1}'), ("kwargs", "[1]"), ("options", "[]")]
+)
+def test_build_definition_refusal_repeats_json_text_as_given(field: str, text: str) -> None:
+    """A JSON text of the wrong kind is repeated as typed, not as a Python repr."""
+    with pytest.raises(ValidationError) as caught:
+        build(**{field: text})
+    assert_refusal(caught.value, field, text)
+
+
+@pytest.mark.parametrize("name", ["", "   ", None, "x" * (NAME_MAX + 1)])
+def test_check_name_refusals(name: Any) -> None:
+    """Names are non-empty text of bounded length."""
+    with pytest.raises(ValidationError) as caught:
+        check_name(name)
+    assert_refusal(caught.value, "name", name)
+
+
+def test_check_name_accepts_the_longest_name() -> None:
+    """A name of exactly NAME_MAX characters fits the column."""
+    assert check_name("x" * NAME_MAX) == "x" * NAME_MAX
+
+
+# --------------------------------------------------------------------------- Settings
+
+
+def make_app(**conf: Any) -> Celery:
+    app = Celery("settings-test", set_as_current=False)
+    app.conf.update(conf)
+    return app
+
+
+def test_settings_defaults_without_app_or_environment() -> None:
+    """Nothing configured: the embedded SQLite quick-start defaults."""
+    assert Settings.from_app(None, environ={}) == Settings()
+    assert Settings().database_url == DEFAULT_DATABASE_URL == "sqlite:///bridge.db"
+
+
+def test_settings_app_conf_beats_environment_beats_default() -> None:
+    """bridge_* in app.conf wins over BRIDGE_* in the environment, which wins over defaults."""
+    app = make_app(bridge_lease_seconds=12.5, bridge_database_url="sqlite:///conf.db")
+    environ = {
+        "BRIDGE_LEASE_SECONDS": "40",
+        "BRIDGE_DATABASE_URL": "sqlite:///env.db",
+        "BRIDGE_BATCH_SIZE": "7",
+        "BRIDGE_RECORD_ALL_TASKS": "yes",
+    }
+    settings = Settings.from_app(app, environ=environ)
+    assert settings.lease_seconds == 12.5
+    assert settings.database_url == "sqlite:///conf.db"
+    assert settings.batch_size == 7
+    assert settings.record_all_tasks is True
+    assert settings.poll_interval == Settings().poll_interval
+
+
+def test_settings_parses_text_values_from_app_conf() -> None:
+    """Text in app.conf is parsed like the environment's."""
+    app = make_app(bridge_batch_size="25", bridge_sync_beat_schedule="off")
+    settings = Settings.from_app(app, environ={})
+    assert settings.batch_size == 25
+    assert settings.sync_beat_schedule is False
+
+
+@pytest.mark.parametrize(
+    ("conf", "environ", "field", "value"),
+    [
+        ({}, {"BRIDGE_BATCH_SIZE": "many"}, "bridge_batch_size", "many"),
+        ({}, {"BRIDGE_LEASE_SECONDS": "soon"}, "bridge_lease_seconds", "soon"),
+        ({}, {"BRIDGE_RECORD_ALL_TASKS": "maybe"}, "bridge_record_all_tasks", "maybe"),
+        ({"bridge_stale_run_seconds": "1h"}, {}, "bridge_stale_run_seconds", "1h"),
+        ({"bridge_recorder_retries": "2.5"}, {}, "bridge_recorder_retries", "2.5"),
+    ],
+)
+def test_settings_refuse_a_bad_value_naming_the_setting(
+    conf: dict[str, Any], environ: dict[str, str], field: str, value: str
+) -> None:
+    """A malformed setting stops startup with the setting's bridge_* name and the value."""
+    with pytest.raises(ValidationError) as caught:
+        Settings.from_app(make_app(**conf), environ=environ)
+    assert_refusal(caught.value, field, value)
+
+
+# ------------------------------------------------------------------------- timer_text
+
+
+def a_solar() -> solar:
+    """A celery solar schedule, built without the optional ``ephem`` package."""
+    value = solar.__new__(solar)
+    value.event, value.lat, value.lon = "sunrise", 48.85, 2.35
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (30, "every 30s"),
+        (90.0, "every 1m30s"),
+        (timedelta(hours=1, minutes=30), "every 1h30m"),
+        (timedelta(days=1), "every 1d"),
+        (schedule(timedelta(minutes=5)), "every 5m"),
+        (schedule(45), "every 45s"),
+        (crontab(minute="*/5", hour="9-17", day_of_week="mon-fri"), "*/5 9-17 * * mon-fri"),
+        (crontab(minute=0, hour=7), "0 7 * * *"),
+        (crontab(), "* * * * *"),
+        ("0 9 * * mon", "0 9 * * mon"),
+        ("every 2h", "every 2h"),
+        ("@daily", "@daily"),
+    ],
+)
+def test_timer_text_of_beat_schedule_values(value: Any, text: str) -> None:
+    """Each kind of beat_schedule ``schedule`` becomes the matching timer text."""
+    assert timer_text(value) == text
+
+
+@pytest.mark.parametrize("value", [2.5, 0, 0.0, -5, timedelta(milliseconds=1500)])
+def test_timer_text_refuses_durations_that_are_not_whole_positive_seconds(value: Any) -> None:
+    """Sub-second or non-positive intervals cannot be stored as an 'every' timer."""
+    with pytest.raises(ValidationError) as caught:
+        timer_text(value)
+    assert caught.value.field == "schedule"
+    assert "schedule" in str(caught.value)
+    assert "whole number of seconds" in str(caught.value)
+
+
+@pytest.mark.parametrize("value", [2.5, -5])
+def test_timer_text_refusal_repeats_the_number_given(value: float) -> None:
+    """The refusal repeats the number the user wrote in beat_schedule."""
+    with pytest.raises(ValidationError) as caught:
+        timer_text(value)
+    assert_refusal(caught.value, "schedule", value)
+
+
+@pytest.mark.parametrize("value", [a_solar(), True, None, [30]])
+def test_timer_text_refuses_what_has_no_timer_text(value: Any) -> None:
+    """solar schedules and other values are refused rather than guessed."""
+    with pytest.raises(ValidationError) as caught:
+        timer_text(value)
+    assert_refusal(caught.value, "schedule", value)
+    assert "crontab" in str(caught.value)
+
+
+def test_timer_text_of_a_crontab_with_a_list_field() -> None:
+    """crontab(hour=[9, 17]) is valid Celery and reads as cron '0 9,17 * * *'."""
+    assert timer_text(crontab(minute=0, hour=[9, 17])) == "0 9,17 * * *"
+
+
+def test_timer_text_refuses_a_crontab_restricting_both_day_fields() -> None:
+    """A crontab whose meaning a cron text cannot keep is refused, not changed."""
+    value = crontab(minute=0, hour=8, day_of_month="1-7", day_of_week="mon")
+    with pytest.raises(ValidationError) as caught:
+        timer_text(value)
+    assert caught.value.field == "schedule"
+
+
+# ---------------------------------------------------------------------------- run ids
+
+PLAN = datetime(2026, 5, 4, 9, 30, tzinfo=UTC)
+
+
+def test_run_id_is_the_same_whoever_computes_it() -> None:
+    """Redoing a fire after a crash computes the same id, so it finds the same record."""
+    first = run_id_for(42, PLAN, 1)
+    assert first == run_id_for(42, datetime(2026, 5, 4, 9, 30, tzinfo=UTC), 1)
+    assert first == run_id_for(42, PLAN)  # attempt defaults to 1
+    assert len(first) == 36
+
+
+def test_run_id_scheme_is_stable_across_releases() -> None:
+    """Ids of existing records must not change on upgrade (pinned value)."""
+    assert run_id_for(42, PLAN, 1) == "af6e4e4f-20c9-55f8-bcb3-373ea26c26fc"
+
+
+@pytest.mark.parametrize(
+    ("schedule_id", "plan_time", "attempt"),
+    [
+        (43, PLAN, 1),
+        (42, PLAN + timedelta(microseconds=1), 1),
+        (42, PLAN + timedelta(minutes=1), 1),
+        (42, PLAN, 2),
+    ],
+)
+def test_run_id_differs_per_occurrence(schedule_id: int, plan_time: datetime, attempt: int) -> None:
+    """Another schedule, plan time or attempt is another occurrence with another id."""
+    assert run_id_for(schedule_id, plan_time, attempt) != run_id_for(42, PLAN, 1)
+
+
+def test_run_id_of_one_instant_does_not_depend_on_its_zone() -> None:
+    """The same instant written in another zone is the same occurrence."""
+    paris = PLAN.astimezone(ZoneInfo("Europe/Paris"))
+    assert paris == PLAN
+    assert run_id_for(42, paris, 1) == run_id_for(42, PLAN, 1)
+
+
+# ---------------------------------------------------------------------------- payloads
+
+
+def test_payload_decode_of_good_columns() -> None:
+    """A row's JSON columns decode into the call beat sends."""
+    payload = Payload.decode(
+        "workers.app.quick", "[1, 2]", '{"y": 3}', '{"queue": "q", "headers": {"h": 1}}'
+    )
+    assert payload == Payload(
+        task="workers.app.quick",
+        args=[1, 2],
+        kwargs={"y": 3},
+        options={"queue": "q", "headers": {"h": 1}},
+    )
+
+
+@pytest.mark.parametrize(
+    ("columns", "field", "value"),
+    [
+        (("not json", "{}", "{}"), "args", "not json"),
+        (('{"a": 1}', "{}", "{}"), "args", '{"a": 1}'),
+        (("[]", "[1]", "{}"), "kwargs", "[1]"),
+        (("[]", "{oops", "{}"), "kwargs", "{oops"),
+        (("[]", "{}", "[]"), "options", "[]"),
+        (("[]", "{}", '{"queue": "q", "colour": "red"}'), "options", "colour"),
+        (("[]", "{}", '{"headers": "h"}'), "options.headers", "h"),
+    ],
+)
+def test_payload_decode_refusals(columns: tuple[str, str, str], field: str, value: str) -> None:
+    """A row holding bad JSON is refused with the column and the value found."""
+    with pytest.raises(ValidationError) as caught:
+        Payload.decode("workers.app.quick", *columns)
+    assert_refusal(caught.value, field, value)
+
+
+def test_payload_refusal_message_is_one_line() -> None:
+    """The message goes into one log line: no newline even for multi-line JSON."""
+    with pytest.raises(ValidationError) as caught:
+        Payload.decode("t", json.dumps({"a": 1}, indent=2), "{}", "{}")
+    assert "\n" not in str(caught.value)

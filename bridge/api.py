@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any, Self
 
 from celery import Celery
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -32,6 +32,7 @@ from .errors import DuplicateSchedule, ScheduleNotFound, ValidationError
 from .models import PeriodicTask, RunStatus, Source, TaskExecution, Trigger
 from .policy import Overlap
 from .spec import Definition, build_definition, check_name, dumps, parse_json
+from .store import Store
 from .timers import parse_timer, upcoming
 
 
@@ -300,6 +301,17 @@ class Bridge:
                     **dispatch.new_run(schedule.id, schedule.task, now, Trigger.MANUAL, now, run_id)
                 )
             )
+            session.execute(
+                update(PeriodicTask)
+                .where(PeriodicTask.id == schedule.id)
+                .values(
+                    last_run_at=now,
+                    last_run_id=run_id,
+                    last_status=RunStatus.PENDING.value,
+                    total_run_count=PeriodicTask.total_run_count + 1,
+                )
+                .execution_options(synchronize_session=False)
+            )
         dispatch.publish(
             self.app,
             payload,
@@ -309,13 +321,9 @@ class Bridge:
             plan_time=now,
             trigger=Trigger.MANUAL,
         )
+        Store(self.database).mark_sent(run_id, utcnow())
         with self.database.session() as session:
-            record = session.get_one(TaskExecution, run_id)
-            if record.status == RunStatus.PENDING:
-                record.status = RunStatus.SENT.value
-                record.queued_at = utcnow()
-                record.updated_at = record.queued_at
-            return Run.of(record)
+            return Run.of(session.get_one(TaskExecution, run_id))
 
     # -- reading -----------------------------------------------------------------
 

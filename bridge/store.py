@@ -117,6 +117,15 @@ class Store:
                 .where(TaskExecution.id == run_id, TaskExecution.status == RunStatus.PENDING)
                 .values(status=RunStatus.SENT, queued_at=now, updated_at=now)
             )
+            session.execute(
+                update(PeriodicTask)
+                .where(
+                    PeriodicTask.last_run_id == run_id,
+                    PeriodicTask.last_status == RunStatus.PENDING,
+                )
+                .values(last_status=RunStatus.SENT)
+                .execution_options(synchronize_session=False)
+            )
 
     def advance(
         self,
@@ -145,7 +154,11 @@ class Store:
             values |= {
                 "last_run_at": now,
                 "last_run_id": run_id,
-                "last_status": RunStatus.SENT.value,
+                # The run's own status: a quick worker may have recorded its
+                # outcome before the schedule named it as the last run.
+                "last_status": select(TaskExecution.status)
+                .where(TaskExecution.id == run_id)
+                .scalar_subquery(),
                 "total_run_count": PeriodicTask.total_run_count + 1,
             }
         if skipped:

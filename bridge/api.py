@@ -184,18 +184,9 @@ class Bridge:
         if nextrun is None:
             raise ValidationError("timer", timer, "a timer with an occurrence in the future")
         row = PeriodicTask(
-            name=name,
-            **definition.columns(),
-            anchor=anchor,
-            enabled=enabled,
-            nextrun=nextrun,
-            source=Source.API.value,
-            broken=False,
-            created_at=now,
-            updated_at=now,
-            total_run_count=0,
-            skipped_count=0,
-            missed_count=0,
+            **definition.new_row(
+                name, anchor=anchor, nextrun=nextrun, enabled=enabled, source=Source.API, now=now
+            )
         )
         try:
             with self.database.session() as session:

@@ -105,6 +105,32 @@ class Definition:
     options: str
     overlap: str
 
+    def new_row(
+        self,
+        name: str,
+        *,
+        anchor: datetime,
+        nextrun: datetime | None,
+        enabled: bool,
+        source: str,
+        now: datetime,
+    ) -> dict[str, Any]:
+        """The ``periodic_task`` values of a new schedule with this definition."""
+        return {
+            "name": name,
+            **self.columns(),
+            "anchor": anchor,
+            "enabled": enabled,
+            "nextrun": nextrun,
+            "source": source,
+            "broken": False,
+            "created_at": now,
+            "updated_at": now,
+            "total_run_count": 0,
+            "skipped_count": 0,
+            "missed_count": 0,
+        }
+
     def columns(self) -> dict[str, str]:
         return {
             "task": self.task,

@@ -136,18 +136,14 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
             session.execute(
                 insert(PeriodicTask)
                 .values(
-                    name=name,
-                    **columns,
-                    anchor=now,
-                    enabled=True,
-                    nextrun=nextrun,
-                    source=Source.CONFIG.value,
-                    broken=False,
-                    created_at=now,
-                    updated_at=now,
-                    total_run_count=0,
-                    skipped_count=0,
-                    missed_count=0,
+                    definition.new_row(
+                        name,
+                        anchor=now,
+                        nextrun=nextrun,
+                        enabled=True,
+                        source=Source.CONFIG,
+                        now=now,
+                    )
                 )
                 .on_conflict_do_nothing(index_elements=["name"])
             )

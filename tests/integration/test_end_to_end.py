@@ -47,6 +47,9 @@ def test_schedules_fire_and_runs_are_recorded(env: Env) -> None:
         "every 2s",
         "--kwargs",
         '{"x": 20, "y": 22}',
+        # Every occurrence runs, even if a loaded machine is slow to finish the last one.
+        "--overlap",
+        "allow",
     )
     env.cli(
         "add",
@@ -58,7 +61,9 @@ def test_schedules_fire_and_runs_are_recorded(env: Env) -> None:
         "--kwargs",
         '{"seconds": 5}',
     )
-    env.cli("add", "failing", "--task", "workers.app.fail", "--timer", "every 3s")
+    env.cli(
+        "add", "failing", "--task", "workers.app.fail", "--timer", "every 3s", "--overlap", "allow"
+    )
     worker = env.start("worker")
     worker.wait_log("ready", timeout=60)
     beat = env.start("beat")
@@ -99,6 +104,7 @@ def test_schedules_fire_and_runs_are_recorded(env: Env) -> None:
         assert ts(run["started_at"]) <= ts(run["finished_at"])
         assert isinstance(run["runtime"], float)
     assert quick["total_run_count"] == len(quick_runs)
+    assert quick["skipped_count"] == 0
     assert quick["last_status"] == "SUCCESS"
     assert quick["last_run_id"] == quick_runs[-1]["id"]
 

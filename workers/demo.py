@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -64,6 +65,8 @@ def main() -> None:
     ]
     print(f"worker and beat started; their logs are in {DEMO_DIR}/. Ctrl-C stops the demo.\n")
     deadline = time.monotonic() + options.seconds if options.seconds else None
+    # Stopped by a supervisor rather than Ctrl-C: stop the children all the same.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         while deadline is None or time.monotonic() < deadline:
             time.sleep(options.every)

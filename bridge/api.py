@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from . import dispatch
 from .config import Settings
 from .database import Database, database_for
-from .errors import DuplicateSchedule, ScheduleNotFound, ValidationError
+from .errors import DuplicateSchedule, ScheduleNotFound, SendFailed, ValidationError
 from .models import PeriodicTask, RunStatus, Source, TaskExecution, Trigger
 from .policy import Overlap
 from .spec import Definition, build_definition, check_name, dumps, parse_json
@@ -215,10 +215,8 @@ class Bridge:
         now = utcnow()
         with self.database.session() as session:
             row = self._row(session, name)
-            new_timer = timer is not None and timer != row.timer
-            anchor = (
-                now if new_timer and timer is not None and timer.startswith("every") else row.anchor
-            )
+            # A new timer starts from now (an interval's grid is anchored there).
+            anchor = now if timer is not None and timer != row.timer else row.anchor
             merged_options = row.options if options is None else options
             definition, timer_ = build_definition(
                 task=row.task if task is None else task,
@@ -303,16 +301,23 @@ class Bridge:
                 )
                 .execution_options(synchronize_session=False)
             )
-        dispatch.publish(
-            self.app,
-            payload,
-            run_id=run_id,
-            schedule_id=schedule.id,
-            schedule_name=schedule.name,
-            plan_time=now,
-            trigger=Trigger.MANUAL,
-        )
-        Store(self.database).mark_sent(run_id, utcnow())
+        store = Store(self.database)
+        try:
+            dispatch.publish(
+                self.app,
+                payload,
+                run_id=run_id,
+                schedule_id=schedule.id,
+                schedule_name=schedule.name,
+                plan_time=now,
+                trigger=Trigger.MANUAL,
+            )
+        except Exception as exc:
+            # The record must not stay PENDING, blocking the schedule's overlap check.
+            reason = f"could not send: {type(exc).__name__}: {exc}".splitlines()[0]
+            store.finish_runs([run_id], RunStatus.FAILURE, utcnow(), reason)
+            raise SendFailed(name, reason) from exc
+        store.mark_sent(run_id, utcnow())
         with self.database.session() as session:
             return Run.of(session.get_one(TaskExecution, run_id))
 

@@ -8,6 +8,7 @@ quick start.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -73,6 +74,8 @@ class Settings:
                 values[field.name] = parse(str(raw))
             except ValueError:
                 raise ValidationError(key, raw, f"a {field.type} value") from None
+            if isinstance(values[field.name], float) and not math.isfinite(values[field.name]):
+                raise ValidationError(key, raw, "a finite number")
             if field.name in _POSITIVE and values[field.name] <= 0:
                 raise ValidationError(key, raw, "a number greater than 0")
             if field.name in _NOT_NEGATIVE and values[field.name] < 0:

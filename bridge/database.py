@@ -104,7 +104,10 @@ class Database:
             engine = create_engine(self.url, connect_args={"timeout": 30})
             _prepare_sqlite(engine)
             return engine
-        return create_engine(self.url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+        connect_args = {"connect_timeout": 5} if "postgresql" in self.url.split(":", 1)[0] else {}
+        return create_engine(
+            self.url, pool_pre_ping=True, pool_size=5, max_overflow=5, connect_args=connect_args
+        )
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -25,21 +26,6 @@ HEADER_SCHEDULE = "bridge_schedule"
 HEADER_SCHEDULE_ID = "bridge_schedule_id"
 HEADER_PLAN_TIME = "bridge_plan_time"
 HEADER_TRIGGER = "bridge_trigger"
-
-#: ``apply_async`` options a schedule may carry in its ``options`` column.
-ALLOWED_OPTIONS = frozenset(
-    {
-        "queue",
-        "routing_key",
-        "exchange",
-        "priority",
-        "expires",
-        "headers",
-        "time_limit",
-        "soft_time_limit",
-        "ignore_result",
-    }
-)
 
 
 def run_id_for(schedule_id: int, plan_time: datetime, attempt: int = 1) -> str:
@@ -80,12 +66,37 @@ def _decode(text: str, field: str, kind: type, expected: str) -> Any:
     return value
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+#: What each option's value must be, so that a bad value is refused when the
+#: schedule is written rather than when beat tries to send it.
+_OPTION_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "queue": (lambda v: isinstance(v, str) and bool(v.strip()), "a queue name"),
+    "routing_key": (lambda v: isinstance(v, str), "a text"),
+    "exchange": (lambda v: isinstance(v, str), "an exchange name"),
+    "priority": (
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255,
+        "a whole number from 0 to 255",
+    ),
+    "expires": (_is_number, "a number of seconds"),
+    "headers": (lambda v: isinstance(v, dict), "a JSON object"),
+    "time_limit": (_is_number, "a number of seconds"),
+    "soft_time_limit": (_is_number, "a number of seconds"),
+    "ignore_result": (lambda v: isinstance(v, bool), "true or false"),
+}
+ALLOWED_OPTIONS = frozenset(_OPTION_CHECKS)
+
+
 def check_options(options: dict[str, Any]) -> dict[str, Any]:
-    unknown = sorted(set(options) - ALLOWED_OPTIONS)
-    if unknown:
-        raise ValidationError("options", unknown[0], f"one of {', '.join(sorted(ALLOWED_OPTIONS))}")
-    if "headers" in options and not isinstance(options["headers"], dict):
-        raise ValidationError("options.headers", options["headers"], "a JSON object")
+    """Refuse unknown ``apply_async`` options and values of the wrong kind."""
+    for key, value in options.items():
+        if key not in _OPTION_CHECKS:
+            raise ValidationError("options", key, f"one of {', '.join(sorted(ALLOWED_OPTIONS))}")
+        accepts, expected = _OPTION_CHECKS[key]
+        if not accepts(value):
+            raise ValidationError(f"options.{key}", value, expected)
     return options
 
 

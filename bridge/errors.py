@@ -37,3 +37,10 @@ class DuplicateSchedule(ValidationError):
 
     def __init__(self, name: str) -> None:
         super().__init__("name", name, "a name no other schedule has")
+
+
+class SendFailed(BridgeError):
+    """A manual run could not be sent to the broker; its record is marked FAILURE."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"run {name!r}: {reason}")

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any
 
+import kombu.exceptions
 from celery.beat import Scheduler
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -55,6 +56,10 @@ class PublishFailed(Exception):
     """The broker refused a message; the fire is redone on a later tick."""
 
 
+class BadRow(Exception):
+    """The row was disabled while firing it; nothing more to do with it."""
+
+
 class DatabaseScheduler(Scheduler):  # type: ignore[misc]
     """Beat scheduler reading the ``periodic_task`` table."""
 
@@ -78,7 +83,11 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         """Called once when beat really starts (never for the lazy banner instance)."""
         self._install_stop_handler()
         logger.info("bridge: beat instance %s on %s", self.instance, self._safe_url())
-        self._guarded(self._sync_config)
+        self._busy = True
+        try:
+            self._guarded(self._sync_config)
+        finally:
+            self._busy = False
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         if self._stopping:
@@ -122,25 +131,28 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             timedelta(seconds=self.settings.lease_seconds),
             self.settings.batch_size,
         )
-        publish_failed = False
+        troubled = False
         for index, row in enumerate(claimed):
             if self._stopping:
                 self.store.release(self.instance, [r.id for r in claimed[index:]])
                 break
             try:
                 self._fire(row)
+            except BadRow:
+                continue
             except PublishFailed:
-                publish_failed = True
+                troubled = True
                 self.store.release(self.instance, [r.id for r in claimed[index:]])
                 break
             except (OperationalError, DBAPIError):
                 raise
             except Exception:
                 # A defect must not stop the other schedules: log it, let the
-                # row go, and try it again on a later tick.
+                # row go, and try it again after a pause.
+                troubled = True
                 logger.exception("bridge: unexpected error firing %r", row.name)
                 self.store.release(self.instance, [row.id])
-        if publish_failed:
+        if troubled:
             return PUBLISH_BACKOFF
         if len(claimed) >= self.settings.batch_size:
             return 0.0
@@ -155,26 +167,30 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             payload = dispatch.Payload.decode(row.task, row.args, row.kwargs, row.options)
             overlap = Overlap(check_overlap(row.overlap))
         except ValidationError as exc:
-            note = f"disabled by beat: bad row: {exc}"
-            logger.error("bridge: schedule %r %s", row.name, note)
-            self.store.disable(row.id, self.instance, now, note)
+            self._disable_bad_row(row, now, str(exc))
             return
 
         live = self._live_runs(row, now)
+        # An occurrence recorded by a fire that did not finish (a crash, a
+        # broker failure, a lost mark): complete it rather than decide anew.
         interrupted = next(
-            (r for r in live if r.status == RunStatus.PENDING and _at_or_after(r, row.nextrun)),
+            (
+                r
+                for r in live
+                if r.plan_time is not None
+                and r.plan_time >= row.nextrun
+                and r.trigger in (Trigger.SCHEDULED, Trigger.CATCHUP)
+                and r.id == dispatch.run_id_for(row.id, r.plan_time)
+            ),
             None,
         )
         if interrupted is not None:
-            # A previous fire recorded this occurrence but did not finish:
-            # complete it rather than starting another.
             assert interrupted.plan_time is not None
             decision: Fire | Skip = Fire(
                 plan_time=interrupted.plan_time,
                 trigger=Trigger(interrupted.trigger),
                 next_run=timer.next_after(max(interrupted.plan_time, now)),
             )
-            live = [r for r in live if r is not interrupted]
         else:
             decision = decide(timer, row.nextrun, now, live, overlap)
 
@@ -194,35 +210,56 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                 dispatch.new_run(row.id, row.task, decision.plan_time, decision.trigger, now)
             )
         if self.store.run_status(run_id) == RunStatus.PENDING:
-            try:
-                dispatch.publish(
-                    self.app,
-                    payload,
-                    run_id=run_id,
-                    schedule_id=row.id,
-                    schedule_name=row.name,
-                    plan_time=decision.plan_time,
-                    trigger=decision.trigger,
-                    producer=self.producer,
-                )
-            except Exception as exc:
-                logger.error(
-                    "bridge: could not send %r plan %s: %s; will retry",
-                    row.name,
-                    decision.plan_time.isoformat(),
-                    exc,
-                )
-                self._drop_producer()
-                raise PublishFailed() from exc
-            self.store.mark_sent(run_id, utcnow())
-            logger.info(
-                "bridge: fired %r plan %s task id %s (%s)",
-                row.name,
-                decision.plan_time.isoformat(),
-                run_id,
-                decision.trigger.value,
-            )
+            self._publish(row, payload, run_id, decision)
         self._advance(row, decision.next_run, now, run_id=run_id)
+
+    def _publish(
+        self, row: PeriodicTask, payload: dispatch.Payload, run_id: str, fire: Fire
+    ) -> None:
+        """Send the run and mark it SENT; a broker failure leaves it PENDING for a retry."""
+        plan = fire.plan_time.isoformat()
+        broker_errors = self._connection_errors()
+        try:
+            # One connection attempt: the tick must not sit in Celery's long
+            # reconnect loop, deaf to SIGTERM, while the broker is down.
+            self.connection.ensure_connection(max_retries=1)
+            dispatch.publish(
+                self.app,
+                payload,
+                run_id=run_id,
+                schedule_id=row.id,
+                schedule_name=row.name,
+                plan_time=fire.plan_time,
+                trigger=fire.trigger,
+                producer=self.producer,
+            )
+        except broker_errors as exc:
+            logger.error("bridge: could not send %r plan %s: %s; will retry", row.name, plan, exc)
+            self._drop_producer()
+            raise PublishFailed() from exc
+        except Exception as exc:
+            # Not the broker: the message itself cannot be built from this row.
+            self.store.finish_runs([run_id], RunStatus.FAILURE, utcnow(), f"could not send: {exc}")
+            self._disable_bad_row(row, utcnow(), f"could not send: {exc}")
+            raise BadRow() from exc
+        self.store.mark_sent(run_id, utcnow())
+        logger.info(
+            "bridge: fired %r plan %s task id %s (%s)", row.name, plan, run_id, fire.trigger.value
+        )
+
+    def _disable_bad_row(self, row: PeriodicTask, now: datetime, reason: str) -> None:
+        note = f"disabled by beat: bad row: {reason}"
+        logger.error("bridge: schedule %r %s", row.name, note)
+        self.store.disable(row.id, self.instance, now, note)
+
+    def _connection_errors(self) -> tuple[type[BaseException], ...]:
+        connection = self.connection
+        return (
+            kombu.exceptions.OperationalError,
+            OSError,
+            *connection.connection_errors,
+            *connection.channel_errors,
+        )
 
     def _live_runs(self, row: PeriodicTask, now: datetime) -> list[OpenRun]:
         """Open runs of the schedule, after giving up on the stale ones."""
@@ -234,7 +271,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                 f"no status change for over {self.settings.stale_run_seconds:g}s; "
                 "presumed lost by beat"
             )
-            self.store.mark_lost([run.id for run in stale], now, reason)
+            self.store.finish_runs([run.id for run in stale], RunStatus.LOST, now, reason)
             for run in stale:
                 logger.warning("bridge: run %s of %r marked LOST: %s", run.id, row.name, reason)
         return live
@@ -249,10 +286,11 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         skipped: bool = False,
     ) -> None:
         assert row.nextrun is not None
+        assert row.marked is not None
         held = self.store.advance(
             row.id,
             self.instance,
-            row.nextrun,
+            row.marked,
             next_run,
             now,
             run_id=run_id,
@@ -261,25 +299,37 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         )
         if not held:
             logger.warning("bridge: lost the mark on %r before advancing it", row.name)
+            self.store.release(self.instance, [row.id])
 
     # -- outages, signals, config -------------------------------------------
 
     def _guarded(self, work: Any) -> float:
-        """Run ``work``; on a database error, log once and back off instead of crashing."""
+        """Run ``work``; on any error, log it once and back off instead of crashing.
+
+        A database outage is expected and logged as one line; anything else is
+        a defect or a row the database cannot even return, logged with its
+        traceback. Either way beat keeps running and tries again.
+        """
         try:
             result = work()
         except (OperationalError, DBAPIError) as exc:
             reason = str(exc.orig if exc.orig is not None else exc).strip().splitlines()[0]
-            self._backoff = min(MAX_BACKOFF, max(0.5, self._backoff * 2))
-            if self._outage is None:
-                logger.error("bridge: database unreachable (%s); retrying with backoff", reason)
-            self._outage = reason
+            self._trouble(f"database unreachable ({reason}); retrying with backoff", False)
+            return self._backoff
+        except Exception as exc:
+            self._trouble(f"tick failed ({type(exc).__name__}: {exc}); retrying with backoff", True)
             return self._backoff
         if self._outage is not None:
-            logger.warning("bridge: database reachable again")
+            logger.warning("bridge: recovered; ticking again")
             self._outage = None
         self._backoff = 0.0
         return float(result) if isinstance(result, float | int) else 0.0
+
+    def _trouble(self, message: str, with_traceback: bool) -> None:
+        self._backoff = min(MAX_BACKOFF, max(0.5, self._backoff * 2))
+        if self._outage != message:
+            logger.error("bridge: %s", message, exc_info=with_traceback)
+        self._outage = message
 
     def _sync_config(self) -> None:
         """Upsert ``beat_schedule``; a defect here is logged, never fatal to beat."""
@@ -299,7 +349,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             previous = signal.getsignal(signum)
 
             def handler(received: int, frame: FrameType | None, previous: Any = previous) -> None:
-                if self._busy:
+                if self._busy and not self._stopping:
                     self._stopping = True
                     return
                 if callable(previous):
@@ -320,7 +370,3 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
 
     def _safe_url(self) -> str:
         return make_url(self.settings.database_url).render_as_string(hide_password=True)
-
-
-def _at_or_after(run: OpenRun, nextrun: datetime) -> bool:
-    return run.plan_time is not None and run.plan_time >= nextrun

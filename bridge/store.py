@@ -42,7 +42,8 @@ class Store:
     ) -> list[PeriodicTask]:
         """Mark up to ``limit`` due rows for ``instance``, oldest ``nextrun`` first.
 
-        A row is claimable when it is unmarked or its mark has expired. On
+        A row is claimable when it is unmarked, its mark has expired, or the
+        mark is this instance's own (left by a tick that failed half-way). On
         PostgreSQL the candidate rows are locked with ``SKIP LOCKED`` so that
         concurrent instances claim disjoint batches without waiting; SQLite
         serialises writers, which makes the same statement a compare-and-set.
@@ -52,7 +53,11 @@ class Store:
             .where(
                 PeriodicTask.enabled,
                 PeriodicTask.nextrun <= now,
-                or_(PeriodicTask.worker.is_(None), PeriodicTask.marked < now - lease),
+                or_(
+                    PeriodicTask.worker.is_(None),
+                    PeriodicTask.worker == instance,
+                    PeriodicTask.marked < now - lease,
+                ),
             )
             .order_by(PeriodicTask.nextrun)
             .limit(limit)
@@ -88,8 +93,10 @@ class Store:
         with self.database.session() as session:
             return [OpenRun(*row) for row in session.execute(statement)]
 
-    def mark_lost(self, run_ids: Sequence[str], now: datetime, reason: str) -> None:
-        """Give up on runs that can no longer finish, so they stop blocking."""
+    def finish_runs(
+        self, run_ids: Sequence[str], status: RunStatus, now: datetime, reason: str
+    ) -> None:
+        """Close runs beat gives up on (LOST) or could not send (FAILURE), so they stop blocking."""
         with self.database.session() as session:
             session.execute(
                 update(TaskExecution)
@@ -97,7 +104,7 @@ class Store:
                     TaskExecution.id.in_(run_ids),
                     TaskExecution.status.in_(NON_FINAL_STATUSES),
                 )
-                .values(status=RunStatus.LOST, finished_at=now, updated_at=now, error=reason)
+                .values(status=status, finished_at=now, updated_at=now, error=reason)
             )
 
     def record_run(self, row: dict[str, Any]) -> bool:
@@ -131,7 +138,7 @@ class Store:
         self,
         schedule_id: int,
         instance: str,
-        old_nextrun: datetime,
+        marked: datetime,
         new_nextrun: datetime | None,
         now: datetime,
         *,
@@ -140,6 +147,9 @@ class Store:
         note: str | None = None,
     ) -> bool:
         """Move ``nextrun`` on and clear the mark, guarded by the lease; True if it held.
+
+        The guard is the mark exactly as this instance wrote it (``worker`` and
+        ``marked``), so a mark taken over by another instance fails it.
 
         ``run_id`` names the run just sent (it becomes the schedule's last
         run); ``skipped`` counts a skipped occurrence. With no next occurrence
@@ -171,7 +181,7 @@ class Store:
                 .where(
                     PeriodicTask.id == schedule_id,
                     PeriodicTask.worker == instance,
-                    PeriodicTask.nextrun == old_nextrun,
+                    PeriodicTask.marked == marked,
                 )
                 .values(values)
                 .execution_options(synchronize_session=False)

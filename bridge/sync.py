@@ -111,7 +111,7 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
     for name, entry in entries.items():
         try:
             definitions[name] = entry_definition(app, entry, now)
-        except ValidationError as exc:
+        except Exception as exc:  # one malformed entry must not stop the others
             logger.error("bridge: beat_schedule entry %r refused: %s", name, exc)
 
     insert = postgresql.insert if database.engine.dialect.name == "postgresql" else sqlite.insert
@@ -132,6 +132,9 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
                 )
                 continue
             nextrun = first_occurrence(definition, now, now)
+            if nextrun is None:
+                logger.error("bridge: beat_schedule entry %r refused: no future occurrence", name)
+                continue
             columns = definition.columns()
             session.execute(
                 insert(PeriodicTask)

@@ -27,7 +27,8 @@ def show(env: Env, name: str) -> dict[str, object]:
 def test_bad_rows_are_disabled_with_a_note_and_the_rest_go_on(embedded_env: Env) -> None:
     env = embedded_env
     # No worker runs here: overlap allow lets the good schedule fire every second anyway.
-    for name in ("good", "bad-timer", "bad-zone", "bad-args", "bad-kwargs", "bad-overlap"):
+    names = ("good", "bad-timer", "bad-zone", "bad-args", "bad-kwargs", "bad-overlap", "bad-option")
+    for name in names:
         env.cli(
             "add", name, "--task", "workers.app.quick", "--timer", "every 1s", "--overlap", "allow"
         )
@@ -38,6 +39,7 @@ def test_bad_rows_are_disabled_with_a_note_and_the_rest_go_on(embedded_env: Env)
         ("bad-args", "args", "[1, 2"),
         ("bad-kwargs", "kwargs", "[1, 2]"),
         ("bad-overlap", "overlap", "sometimes"),
+        ("bad-option", "options", '{"priority": "high"}'),
     ]:
         execute(
             env.database_url,
@@ -54,6 +56,7 @@ def test_bad_rows_are_disabled_with_a_note_and_the_rest_go_on(embedded_env: Env)
         "bad-args": "args",
         "bad-kwargs": "kwargs",
         "bad-overlap": "sometimes",
+        "bad-option": "options.priority",
     }
     for name, needle in notes.items():
         schedule = show(env, name)
@@ -182,3 +185,29 @@ def test_recorder_survives_an_unreachable_database(pg_env: Env) -> None:
     worker.wait_log("Task workers.app.quick[hiccup-run] succeeded", timeout=60)
     worker.wait_log("could not record", timeout=60)
     assert "after 3 attempts" in worker.log
+
+
+def test_broker_outage_keeps_beat_up_and_the_occurrence_is_sent_later(pg_env: Env) -> None:
+    env = pg_env
+    # No worker: overlap allow lets later occurrences fire while earlier ones wait in the queue.
+    env.cli(
+        "add", "patient", "--task", "workers.app.quick", "--timer", "every 1s", "--overlap", "allow"
+    )
+    down = env.start("beat", CELERY_BROKER_URL="redis://127.0.0.1:1/0")
+    down.wait_log("could not send 'patient'", timeout=60)
+    time.sleep(3)
+    assert down.popen.poll() is None, "beat must survive a broker outage"
+    pending = history(env, "patient")
+    assert [r["status"] for r in pending] == ["PENDING"], pending
+    # SIGTERM is heard during the outage.
+    down.signal(signal.SIGTERM)
+    assert down.popen.wait(20) == 0
+
+    up = env.start("beat")
+    wait_for(lambda: len(history(env, "patient")) >= 3, 30, what="runs after the broker is back")
+    runs = history(env, "patient")
+    # The occurrence recorded during the outage was sent under its own id, once.
+    resumed = next(r for r in runs if r["id"] == pending[0]["id"])
+    assert resumed["status"] == "SENT"
+    assert f"task id {pending[0]['id']}" in up.log
+    assert len({r["plan_time"] for r in runs}) == len(runs)

@@ -17,7 +17,7 @@ from celery import Celery
 from celery.schedules import crontab, schedule, solar
 
 from bridge.config import DEFAULT_DATABASE_URL, Settings
-from bridge.dispatch import Payload, run_id_for
+from bridge.dispatch import Payload, check_options, run_id_for
 from bridge.errors import ValidationError
 from bridge.spec import NAME_MAX, Definition, build_definition, check_name
 from bridge.sync import timer_text
@@ -383,3 +383,29 @@ def test_payload_refusal_message_is_one_line() -> None:
     with pytest.raises(ValidationError) as caught:
         Payload.decode("t", json.dumps({"a": 1}, indent=2), "{}", "{}")
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "value"),
+    [
+        ({"priority": "high"}, "options.priority", "high"),
+        ({"priority": 300}, "options.priority", 300),
+        ({"queue": 5}, "options.queue", 5),
+        ({"expires": "tomorrow"}, "options.expires", "tomorrow"),
+        ({"ignore_result": "yes"}, "options.ignore_result", "yes"),
+    ],
+)
+def test_option_values_of_the_wrong_kind_are_refused(
+    options: dict[str, object], field: str, value: object
+) -> None:
+    """A value Celery could not send with is refused when the schedule is written."""
+    with pytest.raises(ValidationError) as caught:
+        check_options(options)
+    assert (caught.value.field, caught.value.value) == (field, value)
+
+
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf"])
+def test_settings_refuse_non_finite_numbers(raw: str) -> None:
+    with pytest.raises(ValidationError) as caught:
+        Settings.from_app(None, {"BRIDGE_POLL_INTERVAL": raw})
+    assert caught.value.field == "bridge_poll_interval"

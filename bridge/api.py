@@ -169,6 +169,8 @@ class Bridge:
         now = utcnow()
         check_name(name)
         anchor = _aware("anchor", anchor) if anchor is not None else now
+        if not isinstance(enabled, bool):
+            raise ValidationError("enabled", enabled, "true or false")
         definition, timer_ = build_definition(
             task=task,
             timer=timer,
@@ -384,7 +386,9 @@ def _with_queue(options: Mapping[str, Any] | str | None, queue: str | None) -> A
     return {**decoded, "queue": queue}
 
 
-def _aware(field: str, value: datetime) -> datetime:
+def _aware(field: str, value: Any) -> datetime:
+    if not isinstance(value, datetime):
+        raise ValidationError(field, value, "a datetime with a UTC offset")
     if value.tzinfo is None:
         raise ValidationError(field, value.isoformat(), "a time with a UTC offset")
     return value.astimezone(UTC)

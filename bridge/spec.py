@@ -47,6 +47,14 @@ def parse_json(field: str, value: Any, kind: type, expected: str) -> Any:
     return value
 
 
+def check_keywords(kwargs: dict[Any, Any]) -> dict[str, Any]:
+    """Keyword arguments need text keys; JSON would silently turn 1 into "1"."""
+    for key in kwargs:
+        if not isinstance(key, str):
+            raise ValidationError("kwargs", kwargs, "a JSON object with text keys")
+    return kwargs
+
+
 def check_name(name: Any) -> str:
     if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX:
         raise ValidationError("name", name, f"a non-empty text of at most {NAME_MAX} characters")
@@ -165,7 +173,11 @@ def build_definition(
         args=dumps(
             parse_json("args", list(args) if isinstance(args, tuple) else args, list, "a JSON list")
         ),
-        kwargs=dumps(parse_json("kwargs", {} if kwargs is None else kwargs, dict, "a JSON object")),
+        kwargs=dumps(
+            check_keywords(
+                parse_json("kwargs", {} if kwargs is None else kwargs, dict, "a JSON object")
+            )
+        ),
         options=dumps(check_options(parse_json("options", options or {}, dict, "a JSON object"))),
         overlap=check_overlap(overlap),
     )

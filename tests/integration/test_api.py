@@ -434,3 +434,20 @@ def test_concurrent_migrations_of_a_fresh_database(fresh_url: str) -> None:
     assert database_for(fresh_url).is_migrated()
     with database_for(fresh_url).session() as session:
         assert session.scalars(select(PeriodicTask)).all() == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"anchor": "2026-01-01T00:00:00+00:00"}, "anchor"),
+        ({"enabled": "no"}, "enabled"),
+        ({"kwargs": {1: 2}}, "kwargs"),
+    ],
+)
+def test_values_of_the_wrong_python_type_are_refused(
+    api: Bridge, changes: dict[str, object], field: str
+) -> None:
+    with pytest.raises(ValidationError) as caught:
+        api.add("typed", task="workers.app.quick", timer="every 1m", **changes)  # type: ignore[arg-type]
+    assert caught.value.field == field
+    assert api.list() == []

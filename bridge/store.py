@@ -176,6 +176,12 @@ class Store:
         if new_nextrun is None:
             values |= {"enabled": False, "note": note}
         with self.database.session() as session:
+            if run_id is not None:
+                # Wait for a worker writing this run's status to commit, so the
+                # copy below is its latest (PostgreSQL; SQLite serialises anyway).
+                session.execute(
+                    select(TaskExecution.id).where(TaskExecution.id == run_id).with_for_update()
+                )
             result = session.execute(
                 update(PeriodicTask)
                 .where(

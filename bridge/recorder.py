@@ -82,6 +82,9 @@ class Recorder:
             status=RunStatus.RECEIVED,
             worker=request.hostname,
             queued_at=func.coalesce(TaskExecution.queued_at, now),
+            # This runs in the worker's consumer: waiting out a database hiccup
+            # here would stall every task. STARTED follows and corrects it.
+            retry=False,
         )
 
     def on_prerun(self, task_id: str, task: Any, **_: Any) -> None:
@@ -168,7 +171,12 @@ class Recorder:
         self._write(run_id, task, headers, status=status, finished_at=now, **values)
 
     def _write(
-        self, run_id: str, task: str, headers: Mapping[str, Any] | None, **values: Any
+        self,
+        run_id: str,
+        task: str,
+        headers: Mapping[str, Any] | None,
+        retry: bool = True,
+        **values: Any,
     ) -> None:
         """Apply a status change to the run and its schedule, retrying database hiccups."""
         now = _utcnow()
@@ -202,10 +210,12 @@ class Recorder:
                     .execution_options(synchronize_session=False)
                 )
 
-        self._with_retries(apply, run_id, status)
+        self._with_retries(apply, run_id, status, self.settings.recorder_retries if retry else 0)
 
-    def _with_retries(self, work: Callable[[], None], run_id: str, status: RunStatus) -> None:
-        attempts = max(1, self.settings.recorder_retries + 1)
+    def _with_retries(
+        self, work: Callable[[], None], run_id: str, status: RunStatus, retries: int
+    ) -> None:
+        attempts = retries + 1
         for attempt in range(1, attempts + 1):
             try:
                 work()

@@ -29,20 +29,11 @@ from . import dispatch
 from .config import Settings
 from .database import Database, database_for
 from .errors import DuplicateSchedule, ScheduleNotFound, SendFailed, ValidationError
-from .models import PeriodicTask, RunStatus, Source, TaskExecution, Trigger
+from .models import PeriodicTask, RunStatus, Source, TaskExecution, Trigger, utcnow
 from .policy import Overlap
-from .spec import Definition, build_definition, check_name, dumps, parse_json
+from .spec import build_definition, check_name, parse_json
 from .store import Store
-from .timers import parse_timer, upcoming
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-def first_occurrence(definition: Definition, anchor: datetime, now: datetime) -> datetime | None:
-    """The first occurrence of a definition strictly after ``now``."""
-    return parse_timer(definition.timer, definition.timezone, anchor).next_after(now)
+from .timers import Timer, parse_timer, upcoming
 
 
 def _iso(value: Any) -> Any:
@@ -124,9 +115,6 @@ class Run(_View):
     traceback: str | None
 
 
-_UNSET: Any = object()
-
-
 class Bridge:
     """Management of schedules, against the database the app's settings name."""
 
@@ -182,9 +170,7 @@ class Bridge:
             overlap=overlap,
             known_tasks=None if allow_unknown_task else self._known_tasks(),
         )
-        nextrun = timer_.next_after(now)
-        if nextrun is None:
-            raise ValidationError("timer", timer, "a timer with an occurrence in the future")
+        nextrun = _next_occurrence(timer_, now, timer)
         row = PeriodicTask(
             **definition.new_row(
                 name, anchor=anchor, nextrun=nextrun, enabled=enabled, source=Source.API, now=now
@@ -232,12 +218,7 @@ class Bridge:
                 known_tasks=None if allow_unknown_task or task is None else self._known_tasks(),
             )
             if definition.timer != row.timer or definition.timezone != row.timezone:
-                nextrun = timer_.next_after(now)
-                if nextrun is None:
-                    raise ValidationError(
-                        "timer", timer, "a timer with an occurrence in the future"
-                    )
-                row.nextrun = nextrun
+                row.nextrun = _next_occurrence(timer_, now, timer)
                 row.anchor = anchor
             for key, value in definition.columns().items():
                 setattr(row, key, value)
@@ -258,15 +239,11 @@ class Bridge:
         now = utcnow()
         with self.database.session() as session:
             row = self._row(session, name)
-            nextrun = parse_timer(row.timer, row.timezone, row.anchor).next_after(now)
-            if nextrun is None:
-                raise ValidationError(
-                    "timer", row.timer, "a timer with an occurrence in the future"
-                )
+            timer_ = parse_timer(row.timer, row.timezone, row.anchor)
+            row.nextrun = _next_occurrence(timer_, now, row.timer)
             row.enabled = True
             row.note = None
             row.broken = False
-            row.nextrun = nextrun
             row.updated_at = now
             return Schedule.of(row)
 
@@ -376,6 +353,14 @@ class Bridge:
         return set(self.app.tasks.keys())
 
 
+def _next_occurrence(timer: Timer, now: datetime, given: Any) -> datetime:
+    """The timer's next occurrence after now; a timer that has none is refused."""
+    nextrun = timer.next_after(now)
+    if nextrun is None:
+        raise ValidationError("timer", given, "a timer with an occurrence in the future")
+    return nextrun
+
+
 def _with_queue(options: Mapping[str, Any] | str | None, queue: str | None) -> Any:
     """``options`` with ``queue`` set in it, when a queue is given."""
     if queue is None:
@@ -394,4 +379,4 @@ def _aware(field: str, value: Any) -> datetime:
     return value.astimezone(UTC)
 
 
-__all__ = ["Bridge", "Run", "Schedule", "dumps"]
+__all__ = ["Bridge", "Run", "Schedule"]

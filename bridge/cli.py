@@ -16,6 +16,7 @@ import click
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from .api import Bridge, Run, Schedule
+from .database import error_reason
 from .errors import BridgeError
 from .policy import Overlap
 
@@ -37,8 +38,7 @@ def fails_in_one_line(command: F) -> F:
         except BridgeError as exc:
             raise click.ClickException(str(exc)) from None
         except (OperationalError, DBAPIError) as exc:
-            reason = str(exc.orig if exc.orig is not None else exc).strip().splitlines()[0]
-            raise click.ClickException(f"database error: {reason}") from None
+            raise click.ClickException(f"database error: {error_reason(exc)}") from None
 
     return wrapper  # type: ignore[return-value]
 

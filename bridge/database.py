@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from .errors import BridgeError
@@ -70,6 +71,11 @@ def migrations_location() -> str:
         return str(resources.files("bridge.migrations"))
     except ModuleNotFoundError:
         return str(Path(__file__).resolve().parent.parent / "migrations")
+
+
+def error_reason(exc: DBAPIError) -> str:
+    """The first line of what the driver said, for a one-line log or CLI message."""
+    return str(exc.orig if exc.orig is not None else exc).strip().splitlines()[0]
 
 
 class Database:

@@ -35,6 +35,11 @@ NAMING_CONVENTION = {
 }
 
 
+def utcnow() -> datetime:
+    """Now, timezone-aware in UTC: the only kind of time the bridge stores."""
+    return datetime.now(UTC)
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """A timestamp stored in UTC and always read back timezone-aware.
 

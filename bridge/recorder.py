@@ -20,7 +20,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from celery import Celery, signals
@@ -30,17 +29,13 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from .config import Settings
 from .database import Database, database_for
 from .dispatch import HEADER_SCHEDULE_ID
-from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution, Trigger
+from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution, Trigger, utcnow
 from .store import insert_ignoring_duplicates
 
 logger = logging.getLogger("bridge.recorder")
 
 #: Statuses a worker may move a run out of (it never reopens a final run).
 _OPEN = [status.value for status in NON_FINAL_STATUSES]
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def sent_by_bridge(headers: Mapping[str, Any] | None) -> bool:
@@ -74,7 +69,7 @@ class Recorder:
         headers = request.request_dict
         if not self.wants(headers):
             return
-        now = _utcnow()
+        now = utcnow()
         self._write(
             request.id,
             request.task_name,
@@ -98,7 +93,7 @@ class Recorder:
             task.request.headers,
             status=RunStatus.STARTED,
             worker=task.request.hostname,
-            started_at=_utcnow(),
+            started_at=utcnow(),
         )
 
     def on_retry(self, request: Any, reason: Any = None, **kwargs: Any) -> None:
@@ -163,7 +158,7 @@ class Recorder:
     ) -> None:
         with self._lock:
             started = self._started.pop(run_id, None)
-        now = _utcnow()
+        now = utcnow()
         if started is not None:
             values["runtime"] = time.monotonic() - started
         if result is not None:
@@ -179,7 +174,7 @@ class Recorder:
         **values: Any,
     ) -> None:
         """Apply a status change to the run and its schedule, retrying database hiccups."""
-        now = _utcnow()
+        now = utcnow()
         values |= {"updated_at": now}
         status: RunStatus = values["status"]
         external = headers is not None and not sent_by_bridge(headers)

@@ -16,7 +16,7 @@ import secrets
 import signal
 import socket
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any
 
@@ -27,9 +27,9 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from . import dispatch
 from .config import Settings
-from .database import Database, database_for
+from .database import Database, database_for, error_reason
 from .errors import ValidationError
-from .models import PeriodicTask, RunStatus, Trigger
+from .models import PeriodicTask, RunStatus, Trigger, utcnow
 from .policy import Fire, OpenRun, Overlap, Skip, decide, split_stale, wait_seconds
 from .spec import check_overlap, check_timer, check_timezone
 from .store import Store
@@ -41,10 +41,6 @@ logger = logging.getLogger("bridge.scheduler")
 MAX_BACKOFF = 5.0
 #: The wait after a tick in which publishing to the broker failed.
 PUBLISH_BACKOFF = 2.0
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def instance_id() -> str:
@@ -239,8 +235,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             raise PublishFailed() from exc
         except Exception as exc:
             # Not the broker: the message itself cannot be built from this row.
-            self.store.finish_runs([run_id], RunStatus.FAILURE, utcnow(), f"could not send: {exc}")
-            self._disable_bad_row(row, utcnow(), f"could not send: {exc}")
+            reason = f"could not send: {exc}"
+            self.store.finish_runs([run_id], RunStatus.FAILURE, utcnow(), reason)
+            self._disable_bad_row(row, utcnow(), reason)
             raise BadRow() from exc
         self.store.mark_sent(run_id, utcnow())
         logger.info(
@@ -313,8 +310,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         try:
             result = work()
         except (OperationalError, DBAPIError) as exc:
-            reason = str(exc.orig if exc.orig is not None else exc).strip().splitlines()[0]
-            self._trouble(f"database unreachable ({reason}); retrying with backoff", False)
+            self._trouble(
+                f"database unreachable ({error_reason(exc)}); retrying with backoff", False
+            )
             return self._backoff
         except Exception as exc:
             self._trouble(f"tick failed ({type(exc).__name__}: {exc}); retrying with backoff", True)

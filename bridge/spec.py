@@ -151,6 +151,11 @@ class Definition:
         }
 
 
+def first_occurrence(definition: Definition, anchor: datetime, now: datetime) -> datetime | None:
+    """The first occurrence of a definition strictly after ``now``."""
+    return parse_timer(definition.timer, definition.timezone, anchor).next_after(now)
+
+
 def build_definition(
     *,
     task: Any,

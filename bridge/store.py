@@ -11,22 +11,25 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Insert, func, or_, select, update
+from sqlalchemy import func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from .database import Database
-from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution
+from .models import NON_FINAL_STATUSES, Base, PeriodicTask, RunStatus, TaskExecution
 from .policy import OpenRun
+
+
+def upsert_insert(session: Session, table: type[Base]) -> postgresql.Insert | sqlite.Insert:
+    """An ``INSERT`` that can take ``ON CONFLICT DO NOTHING`` on this session's database."""
+    if session.get_bind().dialect.name == "postgresql":
+        return postgresql.insert(table)
+    return sqlite.insert(table)
 
 
 def insert_ignoring_duplicates(session: Session, row: dict[str, Any]) -> bool:
     """Insert a run record unless its id or occurrence key exists; True if inserted."""
-    statement: Insert
-    if session.get_bind().dialect.name == "postgresql":
-        statement = postgresql.insert(TaskExecution).values(row).on_conflict_do_nothing()
-    else:
-        statement = sqlite.insert(TaskExecution).values(row).on_conflict_do_nothing()
+    statement = upsert_insert(session, TaskExecution).values(row).on_conflict_do_nothing()
     result = session.execute(statement)
     return bool(getattr(result, "rowcount", 0))
 

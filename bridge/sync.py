@@ -11,19 +11,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery import Celery
 from celery.schedules import crontab, schedule
 from sqlalchemy import and_, not_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from .config import Settings
 from .database import Database
 from .errors import ValidationError
-from .models import PeriodicTask, Source
-from .spec import Definition, build_definition
+from .models import PeriodicTask, Source, utcnow
+from .spec import Definition, build_definition, first_occurrence
+from .store import upsert_insert
 from .timers import format_duration
 
 logger = logging.getLogger("bridge.sync")
@@ -103,10 +103,8 @@ def entry_definition(app: Celery, entry: Mapping[str, Any], now: datetime) -> De
 
 def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> None:
     """Upsert ``app.conf.beat_schedule`` into ``periodic_task``; see the module docstring."""
-    from .api import first_occurrence
-
     entries: Mapping[str, Mapping[str, Any]] = app.conf.beat_schedule or {}
-    now = datetime.now(UTC)
+    now = utcnow()
     definitions: dict[str, Definition] = {}
     for name, entry in entries.items():
         try:
@@ -114,7 +112,6 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
         except Exception as exc:  # one malformed entry must not stop the others
             logger.error("bridge: beat_schedule entry %r refused: %s", name, exc)
 
-    insert = postgresql.insert if database.engine.dialect.name == "postgresql" else sqlite.insert
     with database.session() as session:
         owners = dict(
             session.execute(
@@ -137,7 +134,7 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
                 continue
             columns = definition.columns()
             session.execute(
-                insert(PeriodicTask)
+                upsert_insert(session, PeriodicTask)
                 .values(
                     definition.new_row(
                         name,

@@ -74,15 +74,25 @@ def main() -> None:
     except KeyboardInterrupt:
         pass
     finally:
+        print("\nstopping: the worker first finishes the runs it has started...")
         for process in processes:
             process.terminate()
         for process in processes:
-            process.wait(30)
+            stop(process)
     print("\nstopped. Look around with, for example:")
     print(
         f"  BRIDGE_DATABASE_URL={os.environ['BRIDGE_DATABASE_URL']} "
         ".venv/bin/celery -A workers.app bridge history slow-every-15s"
     )
+
+
+def stop(process: subprocess.Popen[bytes], grace: float = 40.0) -> None:
+    """Wait for a warm shutdown (the slow task sleeps 20 s); kill what outlives it."""
+    try:
+        process.wait(grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def start(name: str, command: list[str]) -> subprocess.Popen[bytes]:

@@ -151,3 +151,13 @@ def publish(
         producer=producer,
         **options,
     )
+
+
+def revoke(app: Celery, run_ids: list[str]) -> None:
+    """Revoke runs and terminate them where they already execute (overlap ``replace``).
+
+    The revoke is broadcast to every worker, which also discards a message it
+    has not started yet; the caller marks the records ``REVOKED``.
+    """
+    if run_ids:
+        app.control.revoke(run_ids, terminate=True, signal="SIGTERM")

@@ -137,7 +137,32 @@ class PeriodicTask(Base):
     worker: Mapped[str | None] = mapped_column(String(200), nullable=True)
     marked: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
+    #: The first occurrence of the timer not yet handled; ``nextrun`` is when
+    #: beat next acts on the row, which jitter, a retry or a held run can move.
+    next_occurrence: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    # Policies (see bridge.policy.Policies, which reads and writes these).
     overlap: Mapped[str] = mapped_column(String(16), default="skip")
+    catchup: Mapped[str] = mapped_column(String(16), default="latest")
+    catchup_window: Mapped[float | None] = mapped_column(Float, nullable=True)
+    jitter: Mapped[float] = mapped_column(Float, default=0.0)
+    start_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    end_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    remaining: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_failures: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    max_attempts: Mapped[int] = mapped_column(Integer, default=1)
+    backoff: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    expires: Mapped[str] = mapped_column(String(32), default="next")
+
+    # Policy state.
+    #: The occurrence held by overlap ``buffer_one`` until the running run ends.
+    held: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: The next attempt owed to a failed occurrence: its plan time, number and due time.
+    retry_plan: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    retry_attempt: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    retry_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: Consecutive failed scheduled occurrences, for the breaker.
+    failure_streak: Mapped[int] = mapped_column(Integer, default=0)
 
     source: Mapped[str] = mapped_column(String(16), default=Source.API.value)
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -188,6 +213,8 @@ class TaskExecution(Base):
         UniqueConstraint("periodic_task_id", "plan_time", "attempt"),
         # The non-final check and the history listing.
         Index("ix_task_execution_schedule_status", "periodic_task_id", "status"),
+        # The sweep for runs that went silent, whichever schedule they belong to.
+        Index("ix_task_execution_status_updated", "status", "updated_at"),
     )
 
 

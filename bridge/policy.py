@@ -1,112 +1,388 @@
-"""Decisions of the fire sequence, as pure functions of a schedule's state and ``now``.
+"""A schedule's policies: what they are, how they are written, and their checks.
 
-The scheduler reads the row and its open runs, asks this module what to do,
-and writes the answer. Nothing here touches the database or reads the clock,
-so every rule is tested on its own.
+One :class:`Policies` value carries every policy of a schedule through the
+API, the CLI, ``beat_schedule`` sync and the table, so that adding a policy
+touches this module and the decisions that use it, not every caller. The
+field names here are the names users write (``--catchup-window``,
+``catchup_window=``, ``"catchup_window":``); :meth:`Policies.columns` maps
+them onto ``periodic_task``.
+
+Everything here is pure: values in, values or a
+:class:`~bridge.errors.ValidationError` out.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypedDict
 
-from .models import Trigger
-from .timers import Timer
+from .errors import ValidationError
+from .timers import TimerSyntaxError, format_duration, parse_duration
 
 
 class Overlap(enum.StrEnum):
     """What to do with a due occurrence while a previous run is not final."""
 
-    #: Do not start it; count and log the skip.
+    #: Do not start it; count the skip.
     SKIP = "skip"
     #: Start it anyway; runs execute side by side.
     ALLOW = "allow"
+    #: Hold one occurrence and start it when the running one finishes.
+    BUFFER_ONE = "buffer_one"
+    #: Revoke (terminate) the running run and start the new one.
+    REPLACE = "replace"
+
+
+class Catchup(enum.StrEnum):
+    """What to do with occurrences that passed while beat was down or the schedule paused."""
+
+    #: Run the most recent one once, then resync.
+    LATEST = "latest"
+    #: Run every one inside the window, oldest first.
+    ALL = "all"
+    #: Run none; resync to the next future occurrence.
+    NONE = "none"
+
+
+#: ``expires`` values that are not durations.
+EXPIRES_NEXT = "next"
+EXPIRES_NEVER = "never"
+
+#: Words that clear an optional policy (``--end none``).
+_CLEAR = {"", "none", "null"}
+
+
+class PolicyFields(TypedDict, total=False):
+    """The policy keywords the API, the CLI and ``beat_schedule`` accept."""
+
+    overlap: str
+    catchup: str
+    catchup_window: str | float | timedelta | None
+    jitter: str | float | timedelta | None
+    start: str | datetime | None
+    end: str | datetime | None
+    remaining: int | str | None
+    max_failures: int | str | None
+    max_attempts: int | str
+    backoff: str | list[str] | None
+    expires: str | float | timedelta | None
+
+
+POLICY_NAMES: tuple[str, ...] = tuple(PolicyFields.__annotations__)
 
 
 @dataclass(frozen=True)
-class OpenRun:
-    """A run of the schedule that has not reached a final status."""
+class Backoff:
+    """Delays between the attempts of one occurrence.
 
-    id: str
-    status: str
-    plan_time: datetime | None
-    updated_at: datetime
-    trigger: str
-
-
-@dataclass(frozen=True)
-class Fire:
-    """Start a run for the occurrence at ``plan_time``, then move on to ``next_run``."""
-
-    plan_time: datetime
-    trigger: Trigger
-    next_run: datetime | None
-
-
-@dataclass(frozen=True)
-class Skip:
-    """Do not start the occurrence at ``plan_time``; move on to ``next_run``."""
-
-    plan_time: datetime
-    reason: str
-    next_run: datetime | None
-
-
-Decision = Fire | Skip
-
-
-def split_stale(
-    runs: Iterable[OpenRun], now: datetime, stale_after: timedelta
-) -> tuple[list[OpenRun], list[OpenRun]]:
-    """Split open runs into those still expected to finish and those presumed lost.
-
-    A run whose status has not changed for ``stale_after`` has outlived any
-    worker that could finish it; left alone it would block its schedule forever.
+    Either a list (``30s,2m,10m``: the n-th retry waits the n-th delay, the
+    last one repeating) or exponential (``10s..10m``: 10 s, doubling, capped
+    at 10 min).
     """
-    live: list[OpenRun] = []
-    stale: list[OpenRun] = []
-    for run in runs:
-        (stale if now - run.updated_at > stale_after else live).append(run)
-    return live, stale
 
+    delays: tuple[timedelta, ...]
+    exponential: bool = False
 
-def due_occurrence(timer: Timer, nextrun: datetime, now: datetime) -> tuple[datetime, Trigger]:
-    """The occurrence to act on for a row due at ``nextrun``, and why it runs.
+    @classmethod
+    def parse(cls, value: Any) -> Backoff:
+        expected = "delays such as '30s,2m,10m', or '10s..10m' for doubling delays with a cap"
+        if isinstance(value, list | tuple):
+            value = ",".join(str(item) for item in value)
+        if not isinstance(value, str) or not value.strip():
+            raise ValidationError("backoff", value, expected)
+        text = value.replace(" ", "").lower()
+        exponential = ".." in text
+        parts = text.split("..") if exponential else text.split(",")
+        if exponential and len(parts) != 2:
+            raise ValidationError("backoff", value, expected)
+        try:
+            delays = tuple(parse_duration(part) for part in parts)
+        except TimerSyntaxError:
+            raise ValidationError("backoff", value, expected) from None
+        if exponential and delays[0] > delays[1]:
+            raise ValidationError("backoff", value, "a first delay no longer than the cap")
+        return cls(delays, exponential)
 
-    Catch-up ``latest``: when beat comes to a row late, only the most recent
-    occurrence that has passed runs, marked ``catchup`` if it is not the one
-    the row was waiting for; the ones in between are not run.
-    """
-    latest = timer.latest_at_or_before(now)
-    if latest is None or latest <= nextrun:
-        return nextrun, Trigger.SCHEDULED
-    return latest, Trigger.CATCHUP
-
-
-def decide(
-    timer: Timer,
-    nextrun: datetime,
-    now: datetime,
-    live_runs: list[OpenRun],
-    overlap: Overlap,
-) -> Decision:
-    """What to do with a row that is due: fire its occurrence or skip it."""
-    plan_time, trigger = due_occurrence(timer, nextrun, now)
-    next_run = timer.next_after(max(plan_time, now))
-    if live_runs and overlap is Overlap.SKIP:
-        blocking = live_runs[0]
-        return Skip(
-            plan_time=plan_time,
-            reason=f"previous run {blocking.id} is still {blocking.status}",
-            next_run=next_run,
+    @property
+    def text(self) -> str:
+        return ("..".join if self.exponential else ",".join)(
+            format_duration(delay) for delay in self.delays
         )
-    return Fire(plan_time=plan_time, trigger=trigger, next_run=next_run)
+
+    def delay(self, retry: int) -> timedelta:
+        """The wait before the ``retry``-th retry (1 for the second attempt)."""
+        if self.exponential:
+            first, cap = self.delays
+            return min(cap, first * 2 ** min(retry - 1, 40))
+        return self.delays[min(retry, len(self.delays)) - 1]
 
 
-def wait_seconds(next_due: datetime | None, now: datetime, ceiling: float) -> float:
-    """How long beat may sleep: until the earliest ``nextrun``, at most ``ceiling``."""
-    if next_due is None:
-        return ceiling
-    return max(0.0, min(ceiling, (next_due - now).total_seconds()))
+#: Without a backoff, a retry is sent at once.
+NO_BACKOFF = Backoff((timedelta(0),))
+
+
+@dataclass(frozen=True)
+class Policies:
+    """Every policy of one schedule, normalised; the defaults are a new schedule's."""
+
+    overlap: Overlap = Overlap.SKIP
+    catchup: Catchup = Catchup.LATEST
+    #: Occurrences older than this when beat comes to them are missed; None: no limit.
+    catchup_window: timedelta | None = None
+    #: Upper bound of the random delay added to each occurrence.
+    jitter: timedelta = timedelta(0)
+    start: datetime | None = None
+    end: datetime | None = None
+    #: Scheduled runs left before the schedule finishes; None: unlimited.
+    remaining: int | None = None
+    #: Consecutive failed occurrences that break the schedule; None: never.
+    max_failures: int | None = None
+    max_attempts: int = 1
+    backoff: Backoff | None = None
+    #: ``next``, ``never`` or a duration after the run is sent.
+    expires: str = EXPIRES_NEXT
+
+    @classmethod
+    def build(cls, given: Mapping[str, Any], base: Policies | None = None) -> Policies:
+        """Check the policy keywords in ``given`` and apply them on top of ``base``.
+
+        ``None`` for a keyword leaves the base value; ``"none"`` clears an
+        optional policy.
+        """
+        unknown = sorted(set(given) - set(POLICY_NAMES))
+        if unknown:
+            raise ValidationError("policy", unknown[0], f"one of {', '.join(POLICY_NAMES)}")
+        changes = {
+            key: _CHECKS[key](value) for key, value in given.items() if value is not None
+        }
+        policies = replace(base or cls(), **changes)
+        if policies.start and policies.end and policies.end <= policies.start:
+            raise ValidationError(
+                "end", policies.end.isoformat(), f"a time after start ({policies.start.isoformat()})"
+            )
+        return policies
+
+    @classmethod
+    def from_columns(cls, row: Any) -> Policies:
+        """Read a ``periodic_task`` row; a bad stored value raises :class:`ValidationError`."""
+        return cls.build(
+            {
+                "overlap": row.overlap,
+                "catchup": row.catchup,
+                "catchup_window": _clear_if_none(row.catchup_window),
+                "jitter": row.jitter,
+                "start": _clear_if_none(row.start_at),
+                "end": _clear_if_none(row.end_at),
+                "remaining": _clear_if_none(row.remaining),
+                "max_failures": _clear_if_none(row.max_failures),
+                "max_attempts": row.max_attempts,
+                "backoff": _clear_if_none(row.backoff),
+                "expires": row.expires,
+            }
+        )
+
+    def columns(self) -> dict[str, Any]:
+        """The ``periodic_task`` column values of these policies."""
+        return {
+            "overlap": self.overlap.value,
+            "catchup": self.catchup.value,
+            "catchup_window": _seconds(self.catchup_window),
+            "jitter": self.jitter.total_seconds(),
+            "start_at": self.start,
+            "end_at": self.end,
+            "remaining": self.remaining,
+            "max_failures": self.max_failures,
+            "max_attempts": self.max_attempts,
+            "backoff": None if self.backoff is None else self.backoff.text,
+            "expires": self.expires,
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The policies as the user writes them (durations as text, times as ISO-8601 UTC)."""
+        out: dict[str, Any] = {}
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if isinstance(value, timedelta):
+                value = format_duration(value) if value else "0s"
+            elif isinstance(value, datetime):
+                value = value.isoformat()
+            elif isinstance(value, Backoff):
+                value = value.text
+            elif isinstance(value, enum.Enum):
+                value = value.value
+            out[field.name] = value
+        return out
+
+    # -- derived values used by the decisions --------------------------------------
+
+    def retry_delay(self, retry: int) -> timedelta:
+        return (self.backoff or NO_BACKOFF).delay(retry)
+
+    def expiry(self, sent: datetime, following: datetime | None) -> float | None:
+        """Seconds after ``sent`` at which the run's message expires, or None.
+
+        ``next`` expires a run at the schedule's following occurrence, so a
+        backlog in the broker never turns into a pile of stale runs; a timer
+        with no following occurrence (a one-shot, a fixed delay) never expires.
+        """
+        if self.expires == EXPIRES_NEVER:
+            return None
+        if self.expires == EXPIRES_NEXT:
+            if following is None:
+                return None
+            return max(1.0, (following - sent).total_seconds())
+        return parse_duration(self.expires).total_seconds()
+
+
+def jitter_offset(
+    schedule_id: int, occurrence: datetime, jitter: timedelta, following: datetime | None
+) -> timedelta:
+    """The delay added to one occurrence: up to ``jitter``, never reaching ``following``.
+
+    Derived from the schedule and the occurrence rather than drawn at random,
+    so every beat instance computes the same fire time for the same occurrence.
+    """
+    if not jitter:
+        return timedelta(0)
+    bound = jitter
+    if following is not None:
+        bound = min(bound, (following - occurrence) / 2)
+    digest = hashlib.blake2b(
+        f"{schedule_id}/{occurrence.astimezone(UTC).isoformat()}".encode(), digest_size=8
+    ).digest()
+    fraction = int.from_bytes(digest, "big") / 2**64
+    return timedelta(microseconds=int(bound / timedelta(microseconds=1) * fraction))
+
+
+# -- the checks of each keyword ------------------------------------------------------
+
+
+def _clear_if_none(value: Any) -> Any:
+    """A stored NULL means "not set", which ``build`` spells ``"none"``."""
+    return "none" if value is None else value
+
+
+def _seconds(value: timedelta | None) -> float | None:
+    return None if value is None else value.total_seconds()
+
+
+def _choice(field: str, kind: type[enum.StrEnum]) -> Any:
+    def check(value: Any) -> Any:
+        try:
+            return kind(value)
+        except ValueError:
+            choices = "|".join(member.value for member in kind)
+            raise ValidationError(field, value, f"one of {choices}") from None
+
+    return check
+
+
+_DURATION_HELP = "a duration such as '30s', '5m' or '1h30m'"
+
+
+def _duration(field: str, optional: bool, allow_zero: bool = False) -> Any:
+    expected = _DURATION_HELP + (" or 'none'" if optional else "")
+
+    def check(value: Any) -> timedelta | None:
+        if optional and isinstance(value, str) and value.strip().lower() in _CLEAR:
+            return None
+        if isinstance(value, timedelta):
+            delta = value
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            if value != value or value in (float("inf"), float("-inf")):
+                raise ValidationError(field, value, expected)
+            delta = timedelta(seconds=value)
+        elif isinstance(value, str):
+            text = value.strip().lower()
+            if allow_zero and text in {"0", "0s"}:
+                return timedelta(0)
+            try:
+                delta = parse_duration(text)
+            except TimerSyntaxError:
+                raise ValidationError(field, value, expected) from None
+        else:
+            raise ValidationError(field, value, expected)
+        if delta < timedelta(0) or (delta == timedelta(0) and not allow_zero):
+            raise ValidationError(field, value, expected)
+        return delta
+
+    return check
+
+
+def _jitter(value: Any) -> timedelta:
+    delta: timedelta | None = _duration("jitter", optional=True, allow_zero=True)(value)
+    return delta or timedelta(0)
+
+
+def _moment(field: str) -> Any:
+    expected = "an ISO-8601 time with a UTC offset, such as '2026-12-01T09:00:00+01:00', or 'none'"
+
+    def check(value: Any) -> datetime | None:
+        if isinstance(value, str):
+            if value.strip().lower() in _CLEAR:
+                return None
+            try:
+                value = datetime.fromisoformat(value.strip())
+            except ValueError:
+                raise ValidationError(field, value, expected) from None
+        if not isinstance(value, datetime) or value.tzinfo is None:
+            shown = value.isoformat() if isinstance(value, datetime) else value
+            raise ValidationError(field, shown, expected)
+        return value.astimezone(UTC)
+
+    return check
+
+
+def _count(field: str, optional: bool) -> Any:
+    expected = "a whole number of at least 1" + (" or 'none'" if optional else "")
+
+    def check(value: Any) -> int | None:
+        if optional and isinstance(value, str) and value.strip().lower() in _CLEAR:
+            return None
+        number = value
+        if isinstance(value, str) and value.strip().isdigit():
+            number = int(value.strip())
+        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+            raise ValidationError(field, value, expected)
+        return number
+
+    return check
+
+
+def _backoff(value: Any) -> Backoff | None:
+    if isinstance(value, str) and value.strip().lower() in _CLEAR:
+        return None
+    return Backoff.parse(value)
+
+
+def _expires(value: Any) -> str:
+    expected = f"'{EXPIRES_NEXT}', '{EXPIRES_NEVER}' or {_DURATION_HELP}"
+    if isinstance(value, str) and value.strip().lower() in {EXPIRES_NEXT, EXPIRES_NEVER}:
+        return value.strip().lower()
+    try:
+        delta = _duration("expires", optional=False)(value)
+    except ValidationError:
+        raise ValidationError("expires", value, expected) from None
+    assert delta is not None
+    if delta % timedelta(seconds=1):
+        raise ValidationError("expires", value, expected)
+    return format_duration(delta)
+
+
+_CHECKS: dict[str, Any] = {
+    "overlap": _choice("overlap", Overlap),
+    "catchup": _choice("catchup", Catchup),
+    "catchup_window": _duration("catchup_window", optional=True),
+    "jitter": _jitter,
+    "start": _moment("start"),
+    "end": _moment("end"),
+    "remaining": _count("remaining", optional=True),
+    "max_failures": _count("max_failures", optional=True),
+    "max_attempts": _count("max_attempts", optional=False),
+    "backoff": _backoff,
+    "expires": _expires,
+}

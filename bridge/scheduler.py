@@ -30,7 +30,8 @@ from .config import Settings
 from .database import Database, database_for, error_reason
 from .errors import ValidationError
 from .models import PeriodicTask, RunStatus, Trigger, utcnow
-from .policy import Fire, OpenRun, Overlap, Skip, decide, split_stale, wait_seconds
+from .decisions import Fire, OpenRun, Skip, decide, split_stale, wait_seconds
+from .policy import Overlap
 from .spec import check_overlap, check_timer, check_timezone
 from .store import Store
 from .sync import sync_beat_schedule

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from .database import Database
 from .models import NON_FINAL_STATUSES, Base, PeriodicTask, RunStatus, TaskExecution
-from .policy import OpenRun
+from .decisions import OpenRun
 
 
 def upsert_insert(session: Session, table: type[Base]) -> postgresql.Insert | sqlite.Insert:

@@ -53,7 +53,8 @@ __all__ = [
 
 TIMER_EXPECTED = (
     "a 5-field cron expression, '@hourly'..'@yearly', "
-    "'every <n><s|m|h|d>...' or 'at <ISO-8601 time>'"
+    "'every <n><s|m|h|d>...' (optionally followed by 'after completion') "
+    "or 'at <ISO-8601 time>'"
 )
 DURATION_EXPECTED = (
     "a duration such as '30s', '5m', '2h', '1d' or '1h30m': whole numbers with the units "
@@ -253,6 +254,10 @@ class IntervalTimer(Timer):
     zone: ZoneInfo
     interval: timedelta
     anchor: datetime
+    #: ``every 1h after completion``: a fixed delay. The next run is due one
+    #: interval after the previous one finished, which only the run's record
+    #: knows, so the scheduler sets it; the grid is used for the first run only.
+    after_completion: bool = False
 
     # timedelta arithmetic is exact integer microseconds: the steps never
     # accumulate rounding, whatever the distance from the anchor.
@@ -466,20 +471,28 @@ def parse_timer(text: str, zone: str | ZoneInfo = "UTC", anchor: datetime | None
     return _parse_one_shot(text, argument, tz)
 
 
+_AFTER_COMPLETION = re.compile(r"(?P<duration>.*?)\s+after\s+completion", re.I | re.S)
+
+
 def _parse_interval(
     text: str, duration: str, zone: ZoneInfo, anchor: datetime | None
 ) -> IntervalTimer:
+    fixed_delay = _AFTER_COMPLETION.fullmatch(duration)
+    if fixed_delay is not None:
+        duration = fixed_delay["duration"]
     try:
         interval = parse_duration(duration.lower())
     except TimerSyntaxError as exc:
         raise TimerSyntaxError(text, "'every' needs a duration such as '30s' or '1h30m'") from exc
     if anchor is None:
         raise ValueError(f"an interval timer needs an anchor to count from: {text!r}")
+    suffix = " after completion" if fixed_delay else ""
     return IntervalTimer(
-        text=f"every {format_duration(interval)}",
+        text=f"every {format_duration(interval)}{suffix}",
         zone=zone,
         interval=interval,
         anchor=_require_aware("anchor", anchor).astimezone(UTC),
+        after_completion=fixed_delay is not None,
     )
 
 

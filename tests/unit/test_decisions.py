@@ -13,10 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.models import Trigger
-from bridge.policy import (
+from bridge.policy import Overlap
+from bridge.decisions import (
     Fire,
     OpenRun,
-    Overlap,
+
     Skip,
     decide,
     due_occurrence,

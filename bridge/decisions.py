@@ -1,19 +1,38 @@
 """Decisions of the fire sequence, as pure functions of a schedule's state and ``now``.
 
-The scheduler reads the row and its open runs, asks this module what to do,
-and writes the answer. Nothing here touches the database or reads the clock,
-so every rule is tested on its own.
+Beat reads a due row and its open runs and asks :func:`decide` what to send,
+skip, hold or revoke and where the row's cursor goes next; a worker (or beat)
+that records a run's final status asks :func:`settle` what that outcome does
+to the schedule (a retry, the breaker, a fixed delay, a held run). Nothing
+here touches the database or reads the clock, so every rule is tested alone.
+
+Two times describe where a schedule stands: ``next_occurrence``, the first
+occurrence of the timer not yet handled, and ``nextrun``, when beat must next
+act on the row. They differ when jitter delays an occurrence, when a retry is
+owed sooner, or when a held run may start.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from .models import Trigger
-from .policy import Overlap
-from .timers import Timer
+from .models import RunStatus, Trigger
+from .policy import Catchup, Overlap, Policies, jitter_offset
+from .timers import IntervalTimer, Timer
+
+#: Catch-up ``all`` sends at most this many occurrences of one schedule per tick.
+CATCHUP_PER_TICK = 100
+#: Counting missed occurrences of a cron timer stops here (about 69 days of
+#: a per-minute job); interval timers are counted exactly.
+COUNT_CAP = 100_000
+
+_TICK = timedelta(microseconds=1)
+
+NOTE_NO_OCCURRENCE = "finished: the timer has no further occurrence"
+NOTE_PAST_END = "finished: past its end time"
+NOTE_NO_RUNS_LEFT = "finished: no runs remaining"
 
 
 @dataclass(frozen=True)
@@ -25,27 +44,133 @@ class OpenRun:
     plan_time: datetime | None
     updated_at: datetime
     trigger: str
+    attempt: int = 1
 
 
 @dataclass(frozen=True)
-class Fire:
-    """Start a run for the occurrence at ``plan_time``, then move on to ``next_run``."""
+class State:
+    """What the decisions need of a ``periodic_task`` row."""
+
+    schedule_id: int
+    timer: Timer
+    policies: Policies
+    next_occurrence: datetime | None
+    held: datetime | None = None
+    retry_plan: datetime | None = None
+    retry_attempt: int | None = None
+    retry_at: datetime | None = None
+    failure_streak: int = 0
+
+    @property
+    def fixed_delay(self) -> bool:
+        return isinstance(self.timer, IntervalTimer) and self.timer.after_completion
+
+
+@dataclass(frozen=True)
+class Send:
+    """A run to record and publish."""
 
     plan_time: datetime
     trigger: Trigger
-    next_run: datetime | None
+    attempt: int = 1
 
 
 @dataclass(frozen=True)
-class Skip:
-    """Do not start the occurrence at ``plan_time``; move on to ``next_run``."""
+class Plan:
+    """What beat does with a due row: the runs to send and the row's new cursor."""
 
-    plan_time: datetime
-    reason: str
-    next_run: datetime | None
+    sends: list[Send] = field(default_factory=list)
+    #: Open runs to revoke before sending (overlap ``replace``).
+    revoke: list[str] = field(default_factory=list)
+    skipped: int = 0
+    missed: int = 0
+    #: Why occurrences were skipped, for beat's log.
+    skip_reason: str | None = None
+    next_occurrence: datetime | None = None
+    held: datetime | None = None
+    #: The pending retry's attempt number if this plan sends it (it is then cleared).
+    sent_retry: int | None = None
+    #: Scheduled runs left after this plan (None: unlimited).
+    remaining: int | None = None
 
 
-Decision = Fire | Skip
+# -- occurrences --------------------------------------------------------------------
+
+
+def occurrences(timer: Timer, first: datetime, last: datetime) -> Iterator[datetime]:
+    """The timer's occurrences from ``first`` (itself an occurrence) up to ``last``."""
+    current: datetime | None = first
+    while current is not None and current <= last:
+        yield current
+        current = timer.next_after(current)
+
+
+def count_occurrences(timer: Timer, first: datetime, last: datetime) -> int:
+    """How many occurrences lie in [first, last]; exact for intervals, capped for cron."""
+    if last < first:
+        return 0
+    if isinstance(timer, IntervalTimer) and not timer.after_completion:
+        return (last - first) // timer.interval + 1
+    count = 0
+    for _ in occurrences(timer, first, last):
+        count += 1
+        if count >= COUNT_CAP:
+            break
+    return count
+
+
+def first_at_or_after(timer: Timer, moment: datetime) -> datetime | None:
+    return timer.next_after(moment - _TICK)
+
+
+def fire_time(state: State, occurrence: datetime) -> datetime:
+    """When an occurrence fires: the occurrence plus its jitter offset."""
+    following = None if state.fixed_delay else state.timer.next_after(occurrence)
+    return occurrence + jitter_offset(
+        state.schedule_id, occurrence, state.policies.jitter, following
+    )
+
+
+def wake_time(state: State, next_occurrence: datetime | None) -> datetime | None:
+    """``nextrun``: when beat must next act on the row.
+
+    The jittered time of the next occurrence, or the owed retry if sooner.
+    """
+    candidates = [] if next_occurrence is None else [fire_time(state, next_occurrence)]
+    if state.retry_at is not None:
+        candidates.append(state.retry_at)
+    return min(candidates, default=None)
+
+
+def finish_note(
+    state: State, next_occurrence: datetime | None, remaining: int | None
+) -> str | None:
+    """Why the schedule is done, or None while it has work left.
+
+    A fixed-delay schedule waiting for its run to finish has no next
+    occurrence yet but is not done.
+    """
+    if remaining is not None and remaining <= 0:
+        return NOTE_NO_RUNS_LEFT
+    if next_occurrence is not None or state.fixed_delay:
+        return None
+    end = state.policies.end
+    if end is not None and state.timer.next_after(end) is not None:
+        return NOTE_PAST_END
+    return NOTE_NO_OCCURRENCE
+
+
+def bounded_occurrence(state: State, occurrence: datetime | None) -> datetime | None:
+    """``occurrence`` moved inside the start/end bounds (None once past the end)."""
+    policies = state.policies
+    if occurrence is not None and policies.start is not None and occurrence < policies.start:
+        occurrence = first_at_or_after(state.timer, policies.start)
+    if occurrence is not None and policies.end is not None and occurrence > policies.end:
+        return None
+    return occurrence
+
+
+# -- beat: a due row -------------------------------------------------------------------
 
 
 def split_stale(
@@ -63,37 +188,185 @@ def split_stale(
     return live, stale
 
 
-def due_occurrence(timer: Timer, nextrun: datetime, now: datetime) -> tuple[datetime, Trigger]:
-    """The occurrence to act on for a row due at ``nextrun``, and why it runs.
+def decide(state: State, now: datetime, live: list[OpenRun]) -> Plan:
+    """What to do with a row whose ``nextrun`` has come: see the module docstring."""
+    policies = state.policies
+    sends: list[Send] = []
+    sent_retry = None
+    held = state.held
+    if state.retry_at is not None and state.retry_at <= now:
+        assert state.retry_plan is not None and state.retry_attempt is not None
+        # The attempt it follows has ended: a retry is not subject to overlap.
+        sends.append(Send(state.retry_plan, Trigger.RETRY, state.retry_attempt))
+        sent_retry = state.retry_attempt
+    remaining = policies.remaining
+    if held is not None and not live and (remaining is None or remaining > 0):
+        sends.append(Send(held, Trigger.SCHEDULED))
+        held = None
+        remaining = None if remaining is None else remaining - 1
 
-    Catch-up ``latest``: when beat comes to a row late, only the most recent
-    occurrence that has passed runs, marked ``catchup`` if it is not the one
-    the row was waiting for; the ones in between are not run.
-    """
-    latest = timer.latest_at_or_before(now)
-    if latest is None or latest <= nextrun:
-        return nextrun, Trigger.SCHEDULED
-    return latest, Trigger.CATCHUP
+    occurrence = bounded_occurrence(state, state.next_occurrence)
+    due: list[datetime] = []
+    missed = 0
+    trigger = Trigger.SCHEDULED
+    next_occurrence = occurrence
+    if occurrence is not None and fire_time(state, occurrence) <= now:
+        due, missed, trigger, next_occurrence = _due_occurrences(state, occurrence, now)
+    if remaining is not None and len(due) > remaining:
+        due = due[:remaining]
 
-
-def decide(
-    timer: Timer,
-    nextrun: datetime,
-    now: datetime,
-    live_runs: list[OpenRun],
-    overlap: Overlap,
-) -> Decision:
-    """What to do with a row that is due: fire its occurrence or skip it."""
-    plan_time, trigger = due_occurrence(timer, nextrun, now)
-    next_run = timer.next_after(max(plan_time, now))
-    if live_runs and overlap is Overlap.SKIP:
-        blocking = live_runs[0]
-        return Skip(
-            plan_time=plan_time,
-            reason=f"previous run {blocking.id} is still {blocking.status}",
-            next_run=next_run,
+    skipped, reason = 0, None
+    busy = bool(live) or bool(sends)
+    revoke: list[str] = []
+    if due and busy:
+        blocking = (
+            f"previous run {live[0].id} is still {live[0].status}"
+            if live
+            else "a run was just started"
         )
-    return Fire(plan_time=plan_time, trigger=trigger, next_run=next_run)
+        if policies.overlap is Overlap.SKIP:
+            skipped, reason, due = len(due), blocking, []
+        elif policies.overlap is Overlap.BUFFER_ONE:
+            if held is None:
+                held, due = due[-1], due[:-1]
+            skipped, reason, due = len(due), f"{blocking} and one occurrence is held", []
+        elif policies.overlap is Overlap.REPLACE:
+            revoke = [run.id for run in live]
+    sends.extend(Send(plan, trigger) for plan in due)
+    if remaining is not None:
+        remaining -= len(due)
+    if due and state.fixed_delay:
+        # The next occurrence is one interval after this run finishes.
+        next_occurrence = None
+    return Plan(
+        sends=sends,
+        revoke=revoke,
+        skipped=skipped,
+        missed=missed,
+        skip_reason=reason,
+        next_occurrence=bounded_occurrence(state, next_occurrence),
+        held=held,
+        sent_retry=sent_retry,
+        remaining=remaining,
+    )
+
+
+def _due_occurrences(
+    state: State, first: datetime, now: datetime
+) -> tuple[list[datetime], int, Trigger, datetime | None]:
+    """The occurrences to send for a row due since ``first``, per the catch-up policy.
+
+    Returns them oldest first, with the number counted as missed, their
+    trigger and the first occurrence left for later.
+    """
+    timer, policies = state.timer, state.policies
+    last = now if policies.end is None else min(now, policies.end)
+    if state.fixed_delay:
+        # Skipped (a run is open): look again one interval later.
+        assert isinstance(timer, IntervalTimer)
+        return [first], 0, Trigger.SCHEDULED, first + timer.interval
+    latest = timer.latest_at_or_before(last)
+    assert latest is not None and latest >= first
+    behind = count_occurrences(timer, first, latest)
+    trigger = Trigger.CATCHUP if behind > 1 else Trigger.SCHEDULED
+    following = timer.next_after(latest)
+
+    in_window = first
+    missed = 0
+    if policies.catchup_window is not None:
+        earliest = now - policies.catchup_window
+        if latest < earliest:
+            return [], behind, trigger, following
+        if first < earliest:
+            in_window = first_at_or_after(timer, earliest) or latest
+            missed = count_occurrences(timer, first, in_window - _TICK)
+
+    if behind == 1:
+        return [first], 0, trigger, following
+    if policies.catchup is Catchup.NONE:
+        return [], behind, trigger, following
+    if policies.catchup is Catchup.LATEST:
+        return [latest], behind - 1, trigger, following
+    batch: list[datetime] = []
+    for occurrence in occurrences(timer, in_window, latest):
+        if len(batch) == CATCHUP_PER_TICK:
+            # The rest follow on the next tick, which comes at once.
+            return batch, missed, trigger, occurrence
+        batch.append(occurrence)
+    return batch, missed, trigger, following
+
+
+# -- the outcome of a run ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A run that has just reached a final status."""
+
+    trigger: Trigger
+    status: RunStatus
+    plan_time: datetime | None
+    attempt: int
+    finished_at: datetime
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """Changes to a schedule after one of its runs ended (None: leave the column)."""
+
+    retry: tuple[datetime, int, datetime] | None = None
+    failure_streak: int | None = None
+    broken_note: str | None = None
+    next_occurrence: datetime | None = None
+    #: Wake beat now: a held occurrence may start.
+    wake: bool = False
+
+
+#: The triggers of runs the schedule's policies govern.
+SCHEDULED_TRIGGERS = frozenset({Trigger.SCHEDULED, Trigger.CATCHUP, Trigger.RETRY})
+
+
+def settle(state: State, outcome: Outcome, is_latest: bool, now: datetime) -> Settlement:
+    """What a final status does to the schedule.
+
+    A failed attempt with attempts left owes a retry after the backoff; the
+    last failed attempt of an occurrence counts once towards the breaker; a
+    success resets it; REVOKED does neither. Manual and backfill runs change
+    nothing but may free a held occurrence. ``is_latest`` says the run is the
+    schedule's latest one, whose end starts a fixed delay's interval.
+    """
+    wake = state.held is not None
+    if outcome.trigger not in SCHEDULED_TRIGGERS or outcome.plan_time is None:
+        return Settlement(wake=wake)
+    policies = state.policies
+    if outcome.status in (RunStatus.FAILURE, RunStatus.LOST):
+        if outcome.attempt < policies.max_attempts:
+            retry_at = outcome.finished_at + policies.retry_delay(outcome.attempt)
+            return Settlement(retry=(outcome.plan_time, outcome.attempt + 1, retry_at), wake=wake)
+        streak = state.failure_streak + 1
+        note = None
+        if policies.max_failures is not None and streak >= policies.max_failures:
+            last_error = (outcome.error or outcome.status.value).splitlines()[0]
+            note = f"broken: {streak} consecutive failed runs; last error: {last_error}"
+        return Settlement(
+            failure_streak=streak,
+            broken_note=note,
+            next_occurrence=_after_completion(state, outcome, is_latest),
+            wake=wake,
+        )
+    return Settlement(
+        failure_streak=0 if outcome.status is RunStatus.SUCCESS else None,
+        next_occurrence=_after_completion(state, outcome, is_latest),
+        wake=wake,
+    )
+
+
+def _after_completion(state: State, outcome: Outcome, is_latest: bool) -> datetime | None:
+    if not (state.fixed_delay and is_latest and state.next_occurrence is None):
+        return None
+    assert isinstance(state.timer, IntervalTimer)
+    return bounded_occurrence(state, outcome.finished_at + state.timer.interval)
 
 
 def wait_seconds(next_due: datetime | None, now: datetime, ceiling: float) -> float:

@@ -117,7 +117,8 @@ class Backoff:
         """The wait before the ``retry``-th retry (1 for the second attempt)."""
         if self.exponential:
             first, cap = self.delays
-            return min(cap, first * 2 ** min(retry - 1, 40))
+            doubled = first.total_seconds() * 2.0 ** min(retry - 1, 1000)
+            return timedelta(seconds=min(cap.total_seconds(), doubled))
         return self.delays[min(retry, len(self.delays)) - 1]
 
 
@@ -156,14 +157,11 @@ class Policies:
         unknown = sorted(set(given) - set(POLICY_NAMES))
         if unknown:
             raise ValidationError("policy", unknown[0], f"one of {', '.join(POLICY_NAMES)}")
-        changes = {
-            key: _CHECKS[key](value) for key, value in given.items() if value is not None
-        }
+        changes = {key: _CHECKS[key](value) for key, value in given.items() if value is not None}
         policies = replace(base or cls(), **changes)
         if policies.start and policies.end and policies.end <= policies.start:
-            raise ValidationError(
-                "end", policies.end.isoformat(), f"a time after start ({policies.start.isoformat()})"
-            )
+            after = f"a time after start ({policies.start.isoformat()})"
+            raise ValidationError("end", policies.end.isoformat(), after)
         return policies
 
     @classmethod

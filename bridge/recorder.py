@@ -10,6 +10,10 @@ times, worker hostname, runtime and a bounded summary of the outcome into
 ``task_execution``. Tasks the bridge did not send carry none of its headers
 and are left alone, unless ``bridge_record_all_tasks`` is on.
 
+A final status is also settled on the run's schedule (see
+:func:`bridge.lifecycle.settle_runs`): it may owe a retry, trip the breaker,
+set a fixed delay's next run or free a held occurrence.
+
 Recording never fails a task: a write the database refuses is retried a few
 times and then logged.
 """
@@ -29,6 +33,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from .config import Settings
 from .database import Database, database_for
 from .dispatch import HEADER_SCHEDULE_ID
+from .lifecycle import settle_runs
 from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution, Trigger, utcnow
 from .store import insert_ignoring_duplicates
 
@@ -197,13 +202,17 @@ class Recorder:
                             "updated_at": now,
                         },
                     )
-                session.execute(statement)
+                changed = session.execute(statement.returning(TaskExecution.id)).first()
                 session.execute(
                     update(PeriodicTask)
                     .where(PeriodicTask.last_run_id == run_id)
                     .values(last_status=status.value)
                     .execution_options(synchronize_session=False)
                 )
+                if changed is not None and status.is_final and not external:
+                    # What the outcome does to the schedule: a retry, the
+                    # breaker, a fixed delay's next run, a held run's start.
+                    settle_runs(session, [run_id], now)
 
         self._with_retries(apply, run_id, status, self.settings.recorder_retries if retry else 0)
 

@@ -16,6 +16,8 @@ import secrets
 import signal
 import socket
 import threading
+import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 from types import FrameType
 from typing import Any
@@ -28,11 +30,18 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from . import dispatch
 from .config import Settings
 from .database import Database, database_for, error_reason
-from .errors import ValidationError
+from .decisions import (
+    SCHEDULED_TRIGGERS,
+    OpenRun,
+    Plan,
+    Send,
+    State,
+    decide,
+    split_stale,
+    wait_seconds,
+)
+from .lifecycle import apply_plan, state_of
 from .models import PeriodicTask, RunStatus, Trigger, utcnow
-from .decisions import Fire, OpenRun, Skip, decide, split_stale, wait_seconds
-from .policy import Overlap
-from .spec import check_overlap, check_timer, check_timezone
 from .store import Store
 from .sync import sync_beat_schedule
 
@@ -42,6 +51,27 @@ logger = logging.getLogger("bridge.scheduler")
 MAX_BACKOFF = 5.0
 #: The wait after a tick in which publishing to the broker failed.
 PUBLISH_BACKOFF = 2.0
+#: How often beat looks for silent runs of any schedule.
+SWEEP_SECONDS = 10.0
+
+
+def _lost_reason(stale_seconds: float) -> str:
+    return f"no status change for over {stale_seconds:g}s; presumed lost by beat"
+
+
+def _recorded_by_unfinished_fire(state: State, run: OpenRun) -> bool:
+    """A run beat recorded for the occurrence (or retry) the row still waits on.
+
+    Its id is the deterministic one of its occurrence and attempt, and the
+    row's cursor was not moved past it: the fire that recorded it was cut short.
+    """
+    if run.plan_time is None or run.trigger not in SCHEDULED_TRIGGERS:
+        return False
+    if run.id != dispatch.run_id_for(state.schedule_id, run.plan_time, run.attempt):
+        return False
+    pending_retry = run.plan_time == state.retry_plan and run.attempt == state.retry_attempt
+    waiting = state.next_occurrence is not None and run.plan_time >= state.next_occurrence
+    return pending_retry or waiting
 
 
 def instance_id() -> str:
@@ -72,6 +102,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self._backoff = 0.0
         self._outage: str | None = None
         self._closed = False
+        self._next_sweep = 0.0
         super().__init__(*args, **kwargs)
 
     # -- beat contract -----------------------------------------------------
@@ -122,6 +153,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if not self._config_synced:
             self._sync_config()
         now = utcnow()
+        self._sweep(now)
         claimed = self.store.claim_due(
             self.instance,
             now,
@@ -157,65 +189,58 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
 
     def _fire(self, row: PeriodicTask) -> None:
         """The fire sequence for one claimed row (the mark is already set)."""
-        assert row.nextrun is not None  # the due query only returns rows with one
         now = utcnow()
         try:
-            timer = check_timer(row.timer, check_timezone(row.timezone), row.anchor)
+            state = state_of(row)
             payload = dispatch.Payload.decode(row.task, row.args, row.kwargs, row.options)
-            overlap = Overlap(check_overlap(row.overlap))
-        except ValidationError as exc:
+        except ValueError as exc:  # a refused timer, zone, policy or JSON column
             self._disable_bad_row(row, now, str(exc))
             return
 
         live = self._live_runs(row, now)
-        # An occurrence recorded by a fire that did not finish (a crash, a
-        # broker failure, a lost mark): complete it rather than decide anew.
-        interrupted = next(
-            (
-                r
-                for r in live
-                if r.plan_time is not None
-                and r.plan_time >= row.nextrun
-                and r.trigger in (Trigger.SCHEDULED, Trigger.CATCHUP)
-                and r.id == dispatch.run_id_for(row.id, r.plan_time)
-            ),
-            None,
-        )
-        if interrupted is not None:
-            assert interrupted.plan_time is not None
-            decision: Fire | Skip = Fire(
-                plan_time=interrupted.plan_time,
-                trigger=Trigger(interrupted.trigger),
-                next_run=timer.next_after(max(interrupted.plan_time, now)),
-            )
-        else:
-            decision = decide(timer, row.nextrun, now, live, overlap)
-
-        if isinstance(decision, Skip):
-            logger.info(
-                "bridge: skipped %r plan %s: %s",
-                row.name,
-                decision.plan_time.isoformat(),
-                decision.reason,
-            )
-            self._advance(row, decision.next_run, now, skipped=True)
-            return
-
-        run_id = dispatch.run_id_for(row.id, decision.plan_time)
-        if interrupted is None:
+        # Runs recorded by a fire of this row that did not finish (a crash, a
+        # broker failure, a lost mark) are this fire's own work, not overlap.
+        own = [run for run in live if _recorded_by_unfinished_fire(state, run)]
+        plan = decide(state, now, [run for run in live if run not in own])
+        planned = {(send.plan_time, send.attempt) for send in plan.sends}
+        sends = plan.sends + [
+            Send(run.plan_time, Trigger(run.trigger), run.attempt)
+            for run in own
+            if run.status == RunStatus.PENDING
+            and run.plan_time is not None
+            and (run.plan_time, run.attempt) not in planned
+        ]
+        if plan.skipped:
+            logger.info("bridge: skipped %d of %r: %s", plan.skipped, row.name, plan.skip_reason)
+        if plan.missed:
+            logger.info("bridge: %d occurrence(s) of %r missed (catch-up)", plan.missed, row.name)
+        run_ids = [dispatch.run_id_for(row.id, send.plan_time, send.attempt) for send in sends]
+        if plan.revoke:
+            self._revoke(row, plan.revoke, run_ids[0] if run_ids else None)
+        following = None if state.fixed_delay else state.timer.next_after(now)
+        expires = state.policies.expiry(now, following)
+        for send, run_id in zip(sends, run_ids, strict=True):
             self.store.record_run(
-                dispatch.new_run(row.id, row.task, decision.plan_time, decision.trigger, now)
+                dispatch.new_run(
+                    row.id, row.task, send.plan_time, send.trigger, now, attempt=send.attempt
+                )
             )
-        if self.store.run_status(run_id) == RunStatus.PENDING:
-            self._publish(row, payload, run_id, decision)
-        self._advance(row, decision.next_run, now, run_id=run_id)
+            if self.store.run_status(run_id) == RunStatus.PENDING:
+                self._publish(row, payload, run_id, send, expires)
+        self._advance(row, plan, run_ids, now)
 
     def _publish(
-        self, row: PeriodicTask, payload: dispatch.Payload, run_id: str, fire: Fire
+        self,
+        row: PeriodicTask,
+        payload: dispatch.Payload,
+        run_id: str,
+        send: Send,
+        expires: float | None,
     ) -> None:
         """Send the run and mark it SENT; a broker failure leaves it PENDING for a retry."""
-        plan = fire.plan_time.isoformat()
-        broker_errors = self._connection_errors()
+        plan = send.plan_time.isoformat()
+        if expires is not None and "expires" not in payload.options:
+            payload = replace(payload, options={**payload.options, "expires": expires})
         try:
             # One connection attempt: the tick must not sit in Celery's long
             # reconnect loop, deaf to SIGTERM, while the broker is down.
@@ -226,11 +251,11 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                 run_id=run_id,
                 schedule_id=row.id,
                 schedule_name=row.name,
-                plan_time=fire.plan_time,
-                trigger=fire.trigger,
+                plan_time=send.plan_time,
+                trigger=send.trigger,
                 producer=self.producer,
             )
-        except broker_errors as exc:
+        except self._connection_errors() as exc:
             logger.error("bridge: could not send %r plan %s: %s; will retry", row.name, plan, exc)
             self._drop_producer()
             raise PublishFailed() from exc
@@ -241,9 +266,27 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self._disable_bad_row(row, utcnow(), reason)
             raise BadRow() from exc
         self.store.mark_sent(run_id, utcnow())
+        attempt = f" attempt {send.attempt}" if send.attempt > 1 else ""
         logger.info(
-            "bridge: fired %r plan %s task id %s (%s)", row.name, plan, run_id, fire.trigger.value
+            "bridge: fired %r plan %s%s task id %s (%s)",
+            row.name,
+            plan,
+            attempt,
+            run_id,
+            send.trigger.value,
         )
+
+    def _revoke(self, row: PeriodicTask, run_ids: list[str], replacement: str | None) -> None:
+        """Overlap ``replace``: terminate the open runs and record them REVOKED."""
+        try:
+            dispatch.revoke(self.app, run_ids)
+        except self._connection_errors() as exc:
+            logger.error("bridge: could not revoke runs of %r: %s; will retry", row.name, exc)
+            raise PublishFailed() from exc
+        reason = f"replaced by run {replacement}"
+        self.store.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason)
+        for run_id in run_ids:
+            logger.info("bridge: revoked run %s of %r: %s", run_id, row.name, reason)
 
     def _disable_bad_row(self, row: PeriodicTask, now: datetime, reason: str) -> None:
         note = f"disabled by beat: bad row: {reason}"
@@ -265,39 +308,38 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self.store.open_runs(row.id), now, timedelta(seconds=self.settings.stale_run_seconds)
         )
         if stale:
-            reason = (
-                f"no status change for over {self.settings.stale_run_seconds:g}s; "
-                "presumed lost by beat"
-            )
+            reason = _lost_reason(self.settings.stale_run_seconds)
             self.store.finish_runs([run.id for run in stale], RunStatus.LOST, now, reason)
             for run in stale:
                 logger.warning("bridge: run %s of %r marked LOST: %s", run.id, row.name, reason)
         return live
 
-    def _advance(
-        self,
-        row: PeriodicTask,
-        next_run: datetime | None,
-        now: datetime,
-        *,
-        run_id: str | None = None,
-        skipped: bool = False,
-    ) -> None:
-        assert row.nextrun is not None
+    def _advance(self, row: PeriodicTask, plan: Plan, run_ids: list[str], now: datetime) -> None:
+        """Move the row's cursor and clear the mark, unless the mark was taken over."""
         assert row.marked is not None
-        held = self.store.advance(
-            row.id,
-            self.instance,
-            row.marked,
-            next_run,
-            now,
-            run_id=run_id,
-            skipped=skipped,
-            note="finished: the timer has no further occurrence",
-        )
-        if not held:
-            logger.warning("bridge: lost the mark on %r before advancing it", row.name)
+        with self.store.locked(row.id, self.instance, row.marked) as held:
+            if held is None:
+                logger.warning("bridge: lost the mark on %r before advancing it", row.name)
+            else:
+                session, current = held
+                apply_plan(session, current, plan, run_ids, now)
+                if not current.enabled:
+                    logger.info("bridge: schedule %r %s", row.name, current.note)
+        if held is None:
             self.store.release(self.instance, [row.id])
+
+    def _sweep(self, now: datetime) -> None:
+        """Every few seconds, give up on runs that went silent, whichever schedule they are of.
+
+        Without it a run whose worker died would block a rarely due schedule
+        until its next occurrence, and a fixed delay or held run would wait forever.
+        """
+        if time.monotonic() < self._next_sweep:
+            return
+        self._next_sweep = time.monotonic() + SWEEP_SECONDS
+        stale = self.settings.stale_run_seconds
+        for run_id in self.store.sweep_stale(now, timedelta(seconds=stale), _lost_reason(stale)):
+            logger.warning("bridge: run %s marked LOST: %s", run_id, _lost_reason(stale))
 
     # -- outages, signals, config -------------------------------------------
 

@@ -7,7 +7,8 @@ a schedule it does not hold.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,8 +17,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from .database import Database
-from .models import NON_FINAL_STATUSES, Base, PeriodicTask, RunStatus, TaskExecution
 from .decisions import OpenRun
+from .lifecycle import settle_runs
+from .models import NON_FINAL_STATUSES, Base, PeriodicTask, RunStatus, TaskExecution
 
 
 def upsert_insert(session: Session, table: type[Base]) -> postgresql.Insert | sqlite.Insert:
@@ -86,6 +88,7 @@ class Store:
                 TaskExecution.plan_time,
                 TaskExecution.updated_at,
                 TaskExecution.trigger,
+                TaskExecution.attempt,
             )
             .where(
                 TaskExecution.periodic_task_id == schedule_id,
@@ -99,16 +102,25 @@ class Store:
     def finish_runs(
         self, run_ids: Sequence[str], status: RunStatus, now: datetime, reason: str
     ) -> None:
-        """Close runs beat gives up on (LOST) or could not send (FAILURE), so they stop blocking."""
+        """Close runs that will not report (LOST), were replaced (REVOKED) or not sent (FAILURE).
+
+        They stop blocking their schedule; a LOST run is then settled like a
+        failure a worker reported.
+        """
         with self.database.session() as session:
-            session.execute(
-                update(TaskExecution)
-                .where(
-                    TaskExecution.id.in_(run_ids),
-                    TaskExecution.status.in_(NON_FINAL_STATUSES),
+            finished = list(
+                session.scalars(
+                    update(TaskExecution)
+                    .where(
+                        TaskExecution.id.in_(run_ids),
+                        TaskExecution.status.in_(NON_FINAL_STATUSES),
+                    )
+                    .values(status=status, finished_at=now, updated_at=now, error=reason)
+                    .returning(TaskExecution.id)
                 )
-                .values(status=status, finished_at=now, updated_at=now, error=reason)
             )
+            if status is RunStatus.LOST:
+                settle_runs(session, finished, now)
 
     def record_run(self, row: dict[str, Any]) -> bool:
         """Insert a run record (``PENDING``); False if this occurrence is recorded already."""
@@ -137,65 +149,45 @@ class Store:
                 .execution_options(synchronize_session=False)
             )
 
-    def advance(
-        self,
-        schedule_id: int,
-        instance: str,
-        marked: datetime,
-        new_nextrun: datetime | None,
-        now: datetime,
-        *,
-        run_id: str | None = None,
-        skipped: bool = False,
-        note: str | None = None,
-    ) -> bool:
-        """Move ``nextrun`` on and clear the mark, guarded by the lease; True if it held.
+    @contextmanager
+    def locked(
+        self, schedule_id: int, instance: str, marked: datetime
+    ) -> Iterator[tuple[Session, PeriodicTask] | None]:
+        """The row locked for update while this instance's mark on it holds, else None.
 
         The guard is the mark exactly as this instance wrote it (``worker`` and
         ``marked``), so a mark taken over by another instance fails it.
-
-        ``run_id`` names the run just sent (it becomes the schedule's last
-        run); ``skipped`` counts a skipped occurrence. With no next occurrence
-        the schedule is disabled with ``note`` saying why.
         """
-        values: dict[str, Any] = {
-            "nextrun": new_nextrun,
-            "worker": None,
-            "marked": None,
-        }
-        if run_id is not None:
-            values |= {
-                "last_run_at": now,
-                "last_run_id": run_id,
-                # The run's own status: a quick worker may have recorded its
-                # outcome before the schedule named it as the last run.
-                "last_status": select(TaskExecution.status)
-                .where(TaskExecution.id == run_id)
-                .scalar_subquery(),
-                "total_run_count": PeriodicTask.total_run_count + 1,
-            }
-        if skipped:
-            values["skipped_count"] = PeriodicTask.skipped_count + 1
-        if new_nextrun is None:
-            values |= {"enabled": False, "note": note}
         with self.database.session() as session:
-            if run_id is not None:
-                # Wait for a worker writing this run's status to commit, so the
-                # copy below is its latest (PostgreSQL; SQLite serialises anyway).
-                session.execute(
-                    select(TaskExecution.id).where(TaskExecution.id == run_id).with_for_update()
-                )
-            result = session.execute(
-                update(PeriodicTask)
+            row = session.scalar(
+                select(PeriodicTask)
                 .where(
                     PeriodicTask.id == schedule_id,
                     PeriodicTask.worker == instance,
                     PeriodicTask.marked == marked,
                 )
-                .values(values)
-                .execution_options(synchronize_session=False)
+                .with_for_update()
             )
-            return bool(result.rowcount)  # type: ignore[attr-defined]
+            yield None if row is None else (session, row)
+
+    def sweep_stale(self, now: datetime, stale_after: timedelta, reason: str) -> list[str]:
+        """Mark ``LOST`` every open run silent for longer than ``stale_after``; their ids.
+
+        Their schedules are settled too: a lost run may owe a retry, count
+        towards the breaker, free a held occurrence or start a fixed delay.
+        """
+        with self.database.session() as session:
+            ids = list(
+                session.scalars(
+                    select(TaskExecution.id).where(
+                        TaskExecution.status.in_(NON_FINAL_STATUSES),
+                        TaskExecution.updated_at < now - stale_after,
+                    )
+                )
+            )
+        if ids:
+            self.finish_runs(ids, RunStatus.LOST, now, reason)
+        return ids
 
     def disable(self, schedule_id: int, instance: str, now: datetime, note: str) -> None:
         """Take a schedule whose row cannot be used out of rotation, with the reason."""

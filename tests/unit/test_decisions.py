@@ -1,4 +1,4 @@
-"""Tests of bridge.policy: the pure decisions of the fire sequence.
+"""Tests of bridge.decisions: the pure decisions of the fire sequence.
 
 Every function here takes ``now`` and returns a decision, so the tests pin the
 exact instants a user would see in the run history and in ``nextrun``.
@@ -12,19 +12,26 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.models import Trigger
-from bridge.policy import Overlap
 from bridge.decisions import (
-    Fire,
+    CATCHUP_PER_TICK,
+    NOTE_NO_OCCURRENCE,
+    NOTE_NO_RUNS_LEFT,
+    NOTE_PAST_END,
     OpenRun,
-
-    Skip,
+    Outcome,
+    Send,
+    State,
     decide,
-    due_occurrence,
+    finish_note,
+    fire_time,
+    settle,
     split_stale,
     wait_seconds,
+    wake_time,
 )
-from bridge.timers import parse_timer
+from bridge.models import RunStatus, Trigger
+from bridge.policy import Catchup, Overlap, Policies
+from bridge.timers import Timer, parse_timer
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TEN = timedelta(seconds=10)
@@ -67,121 +74,244 @@ def test_split_stale_accepts_any_iterable_and_keeps_order() -> None:
     assert [r.id for r in live] == ["r6", "r7", "r8", "r9"]
 
 
-# -------------------------------------------------------------------- due_occurrence
-
-
-def test_due_occurrence_on_time_is_the_awaited_occurrence() -> None:
-    """Beat arriving exactly at nextrun fires that occurrence as scheduled."""
-    nextrun = T0 + TEN
-    assert due_occurrence(EVERY_10S, nextrun, nextrun) == (nextrun, Trigger.SCHEDULED)
-
-
-def test_due_occurrence_a_little_late_is_still_the_awaited_occurrence() -> None:
-    """Late by less than one interval: still the awaited occurrence, not a catch-up."""
-    nextrun = T0 + TEN
-    now = nextrun + timedelta(seconds=9, microseconds=999_999)
-    assert due_occurrence(EVERY_10S, nextrun, now) == (nextrun, Trigger.SCHEDULED)
-
-
-def test_due_occurrence_late_by_several_occurrences_is_the_latest_as_catchup() -> None:
-    """After downtime only the latest passed occurrence runs, marked catchup."""
-    nextrun = T0 + TEN
-    now = T0 + timedelta(seconds=45)
-    assert due_occurrence(EVERY_10S, nextrun, now) == (
-        T0 + timedelta(seconds=40),
-        Trigger.CATCHUP,
-    )
-
-
-def test_due_occurrence_late_exactly_onto_a_later_occurrence() -> None:
-    """Arriving exactly on a later grid point runs that point."""
-    nextrun = T0 + TEN
-    now = T0 + timedelta(seconds=30)
-    assert due_occurrence(EVERY_10S, nextrun, now) == (now, Trigger.CATCHUP)
-
-
-def test_due_occurrence_of_a_cron_timer_after_hours_of_downtime() -> None:
-    """An hourly cron job down from 10:00 to 13:30 runs the 13:00 occurrence once."""
-    nextrun = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
-    now = datetime(2026, 3, 1, 13, 30, tzinfo=UTC)
-    assert due_occurrence(HOURLY, nextrun, now) == (
-        datetime(2026, 3, 1, 13, 0, tzinfo=UTC),
-        Trigger.CATCHUP,
-    )
-
-
-def test_due_occurrence_of_a_one_shot_is_its_instant() -> None:
-    """A one-shot fires its single instant, however late beat comes to it."""
-    when = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
-    once = parse_timer(f"at {when.isoformat()}", "UTC")
-    assert due_occurrence(once, when, when + timedelta(days=3)) == (when, Trigger.SCHEDULED)
-
-
 # ----------------------------------------------------------------------------- decide
 
 
-def test_decide_skips_while_a_live_run_blocks_and_names_it() -> None:
-    """Overlap skip with a live run: skip, and the reason names the blocking run."""
-    nextrun = T0 + TEN
-    now = nextrun + timedelta(seconds=1)
-    blocking = open_run("7d1f-blocking", now - timedelta(seconds=5), status="STARTED")
-    other = open_run("other-run", now, status="SENT")
-    decision = decide(EVERY_10S, nextrun, now, [blocking, other], Overlap.SKIP)
-    assert isinstance(decision, Skip)
-    assert decision.plan_time == nextrun
-    assert "7d1f-blocking" in decision.reason
-    assert "STARTED" in decision.reason
-    assert decision.next_run == T0 + 2 * TEN
-
-
-def test_decide_allow_fires_despite_a_live_run() -> None:
-    """Overlap allow starts the occurrence even while a previous run is live."""
-    nextrun = T0 + TEN
-    now = nextrun
-    decision = decide(EVERY_10S, nextrun, now, [open_run("busy", now)], Overlap.ALLOW)
-    assert decision == Fire(plan_time=nextrun, trigger=Trigger.SCHEDULED, next_run=T0 + 2 * TEN)
-
-
-def test_decide_fires_when_nothing_is_live() -> None:
-    """With no live run the default policy fires the occurrence."""
-    nextrun = T0 + TEN
-    decision = decide(EVERY_10S, nextrun, nextrun, [], Overlap.SKIP)
-    assert decision == Fire(plan_time=nextrun, trigger=Trigger.SCHEDULED, next_run=T0 + 2 * TEN)
-
-
-@pytest.mark.parametrize("overlap", list(Overlap))
-@pytest.mark.parametrize("blocked", [False, True])
-def test_decide_next_run_is_strictly_after_now_and_after_the_plan(
-    overlap: Overlap, blocked: bool
-) -> None:
-    """Whatever the decision, nextrun moves past now, so the row is not due again at once."""
-    nextrun = T0 + TEN
-    now = T0 + timedelta(seconds=30)  # exactly on a later grid point
-    live = [open_run("busy", now)] if blocked else []
-    decision = decide(EVERY_10S, nextrun, now, live, overlap)
-    assert decision.plan_time == now
-    assert decision.next_run == now + TEN
-    assert isinstance(decision, Skip) == (blocked and overlap is Overlap.SKIP)
-
-
-def test_decide_catchup_fire_carries_the_catchup_trigger() -> None:
-    """A fire after downtime is recorded as catchup, and the cursor resyncs to the future."""
-    nextrun = T0 + TEN
-    now = T0 + timedelta(minutes=5, seconds=3)
-    decision = decide(EVERY_10S, nextrun, now, [], Overlap.SKIP)
-    assert decision == Fire(
-        plan_time=T0 + timedelta(minutes=5),
-        trigger=Trigger.CATCHUP,
-        next_run=T0 + timedelta(minutes=5, seconds=10),
+def state(
+    timer: Timer = EVERY_10S, next_occurrence: datetime | None = T0 + TEN, **policy: object
+) -> State:
+    """A row of schedule 1 waiting for ``next_occurrence`` with the given policies."""
+    held = policy.pop("held", None)
+    retry = policy.pop("retry", None)
+    return State(
+        schedule_id=1,
+        timer=timer,
+        policies=Policies.build(policy),
+        next_occurrence=next_occurrence,
+        held=held,  # type: ignore[arg-type]
+        retry_plan=retry[0] if retry else None,  # type: ignore[index]
+        retry_attempt=retry[1] if retry else None,  # type: ignore[index]
+        retry_at=retry[2] if retry else None,  # type: ignore[index]
     )
 
 
-def test_decide_one_shot_has_no_next_run() -> None:
-    """After a one-shot fires there is nothing left to schedule."""
-    when = T0 + TEN
-    once = parse_timer(f"at {when.isoformat()}", "UTC")
-    decision = decide(once, when, when, [], Overlap.SKIP)
-    assert decision == Fire(plan_time=when, trigger=Trigger.SCHEDULED, next_run=None)
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_an_occurrence_on_time_is_sent_as_scheduled_and_the_cursor_moves_on() -> None:
+    plan = decide(state(), at(10), [])
+    assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
+    assert plan.next_occurrence == at(20)
+    assert (plan.skipped, plan.missed) == (0, 0)
+
+
+def test_a_little_late_is_still_the_scheduled_occurrence() -> None:
+    """Late by less than one interval: the awaited occurrence, not a catch-up."""
+    plan = decide(state(), at(19.999), [])
+    assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
+    assert plan.next_occurrence == at(20)
+
+
+def test_catchup_latest_sends_the_most_recent_occurrence_and_counts_the_rest_missed() -> None:
+    plan = decide(state(), at(45), [])
+    assert plan.sends == [Send(at(40), Trigger.CATCHUP)]
+    assert plan.missed == 3  # 10, 20, 30
+    assert plan.next_occurrence == at(50)
+
+
+def test_catchup_all_sends_every_missed_occurrence_oldest_first() -> None:
+    plan = decide(state(catchup="all"), at(45), [])
+    assert plan.sends == [Send(at(s), Trigger.CATCHUP) for s in (10, 20, 30, 40)]
+    assert plan.missed == 0
+    assert plan.next_occurrence == at(50)
+
+
+def test_catchup_all_is_bounded_per_tick_and_resumes_where_it_stopped() -> None:
+    late = 10 * (CATCHUP_PER_TICK + 5)
+    plan = decide(state(catchup="all"), at(late + 5), [])
+    assert len(plan.sends) == CATCHUP_PER_TICK
+    assert plan.sends[0].plan_time == at(10)
+    assert plan.next_occurrence == at(10 * (CATCHUP_PER_TICK + 1))
+    following = decide(state(catchup="all", next_occurrence=plan.next_occurrence), at(late + 5), [])
+    assert [s.plan_time for s in following.sends] == [
+        at(10 * k) for k in range(CATCHUP_PER_TICK + 1, CATCHUP_PER_TICK + 6)
+    ]
+
+
+def test_catchup_none_sends_nothing_and_resyncs_to_the_future() -> None:
+    plan = decide(state(catchup="none"), at(45), [])
+    assert plan.sends == []
+    assert plan.missed == 4
+    assert plan.next_occurrence == at(50)
+
+
+def test_catchup_none_still_sends_an_occurrence_that_is_merely_late() -> None:
+    plan = decide(state(catchup="none"), at(15), [])
+    assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
+
+
+def test_occurrences_older_than_the_window_are_missed_not_sent() -> None:
+    plan = decide(state(catchup="all", catchup_window="25s"), at(45), [])
+    assert [s.plan_time for s in plan.sends] == [at(20), at(30), at(40)]
+    assert plan.missed == 1
+    latest = decide(state(catchup_window="3s"), at(45), [])
+    assert latest.sends == [] and latest.missed == 4
+
+
+def test_catchup_of_a_cron_timer_after_hours_of_downtime() -> None:
+    """An hourly job down from 10:00 to 13:30 sends 13:00 once and misses three."""
+    hourly = state(HOURLY, datetime(2026, 3, 1, 10, 0, tzinfo=UTC))
+    plan = decide(hourly, datetime(2026, 3, 1, 13, 30, tzinfo=UTC), [])
+    assert plan.sends == [Send(datetime(2026, 3, 1, 13, 0, tzinfo=UTC), Trigger.CATCHUP)]
+    assert plan.missed == 3
+    assert plan.next_occurrence == datetime(2026, 3, 1, 14, 0, tzinfo=UTC)
+
+
+def test_overlap_skip_counts_the_skip_and_names_the_blocking_run() -> None:
+    blocking = open_run("7d1f-blocking", at(5))
+    plan = decide(state(), at(11), [blocking])
+    assert plan.sends == [] and plan.skipped == 1
+    assert plan.skip_reason is not None
+    assert "7d1f-blocking" in plan.skip_reason and "STARTED" in plan.skip_reason
+    assert plan.next_occurrence == at(20)
+
+
+def test_overlap_allow_sends_despite_a_live_run() -> None:
+    plan = decide(state(overlap="allow"), at(10), [open_run("busy", at(5))])
+    assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
+
+
+def test_overlap_buffer_one_holds_one_occurrence_then_skips() -> None:
+    busy = [open_run("busy", at(5))]
+    first = decide(state(overlap="buffer_one"), at(10), busy)
+    assert (first.sends, first.held, first.skipped) == ([], at(10), 0)
+    second = decide(state(overlap="buffer_one", next_occurrence=at(20), held=at(10)), at(20), busy)
+    assert (second.sends, second.held, second.skipped) == ([], at(10), 1)
+
+
+def test_overlap_buffer_one_starts_the_held_occurrence_once_nothing_runs() -> None:
+    plan = decide(state(overlap="buffer_one", next_occurrence=at(20), held=at(10)), at(12), [])
+    assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
+    assert plan.held is None
+    assert plan.next_occurrence == at(20)
+
+
+def test_overlap_replace_revokes_the_live_runs_and_sends() -> None:
+    live = [open_run("old-1", at(5)), open_run("old-2", at(6))]
+    plan = decide(state(overlap="replace"), at(10), live)
+    assert plan.revoke == ["old-1", "old-2"]
+    assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
+
+
+def test_a_catchup_batch_is_checked_against_runs_open_before_it() -> None:
+    """With skip and nothing running, every owed occurrence goes out together."""
+    plan = decide(state(catchup="all"), at(35), [])
+    assert len(plan.sends) == 3 and plan.skipped == 0
+
+
+def test_a_due_retry_is_sent_whatever_the_overlap() -> None:
+    retry = (at(0), 2, at(12))
+    plan = decide(state(next_occurrence=at(20), retry=retry), at(12), [open_run("x", at(11))])
+    assert plan.sends == [Send(at(0), Trigger.RETRY, 2)]
+    assert plan.sent_retry == 2
+    assert plan.next_occurrence == at(20)
+
+
+def test_jitter_delays_the_fire_but_not_the_plan_time() -> None:
+    jittered = state(jitter="5s")
+    fire_at = fire_time(jittered, at(10))
+    assert at(10) <= fire_at <= at(15)
+    if fire_at > at(10):
+        assert decide(jittered, fire_at - timedelta(microseconds=1), []).sends == []
+    plan = decide(jittered, fire_at, [])
+    assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
+    assert wake_time(jittered, at(20)) == fire_time(jittered, at(20))
+
+
+def test_start_bound_skips_earlier_occurrences_and_end_bound_finishes() -> None:
+    bounded = state(start=at(30).isoformat(), end=at(50).isoformat())
+    assert decide(bounded, at(29), []).sends == []
+    plan = decide(bounded, at(30), [])
+    assert plan.sends == [Send(at(30), Trigger.SCHEDULED)]
+    last = decide(state(end=at(50).isoformat(), next_occurrence=at(50)), at(50), [])
+    assert last.sends == [Send(at(50), Trigger.SCHEDULED)]
+    assert last.next_occurrence is None
+    assert finish_note(bounded, None, None) == NOTE_PAST_END
+
+
+def test_remaining_runs_cap_the_sends_and_count_down() -> None:
+    plan = decide(state(catchup="all", remaining=2), at(45), [])
+    assert [s.plan_time for s in plan.sends] == [at(10), at(20)]
+    assert plan.remaining == 0
+    assert finish_note(state(), at(50), plan.remaining) == NOTE_NO_RUNS_LEFT
+
+
+def test_a_one_shot_has_no_next_occurrence_after_its_run() -> None:
+    when = at(10)
+    once = state(parse_timer(f"at {when.isoformat()}", "UTC"), when)
+    plan = decide(once, at(13), [])
+    assert plan.sends == [Send(when, Trigger.SCHEDULED)]
+    assert plan.next_occurrence is None
+    assert finish_note(once, None, None) == NOTE_NO_OCCURRENCE
+
+
+def test_a_fixed_delay_waits_for_the_run_to_finish() -> None:
+    delay = state(parse_timer("every 10s after completion", "UTC", T0))
+    plan = decide(delay, at(10), [])
+    assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
+    assert plan.next_occurrence is None
+    assert finish_note(delay, None, None) is None
+    finished = Outcome(Trigger.SCHEDULED, RunStatus.SUCCESS, at(10), 1, at(17))
+    waiting = state(parse_timer("every 10s after completion", "UTC", T0), None)
+    assert settle(waiting, finished, True, at(17)).next_occurrence == at(27)
+    assert settle(waiting, finished, False, at(17)).next_occurrence is None
+
+
+# ----------------------------------------------------------------------------- settle
+
+
+def failed(attempt: int = 1, trigger: Trigger = Trigger.SCHEDULED) -> Outcome:
+    return Outcome(trigger, RunStatus.FAILURE, at(10), attempt, at(12), "RuntimeError: boom")
+
+
+def test_a_failed_attempt_with_attempts_left_owes_a_retry_after_the_backoff() -> None:
+    retrying = state(max_attempts=3, backoff="5s,30s")
+    assert settle(retrying, failed(1), True, at(12)).retry == (at(10), 2, at(17))
+    assert settle(retrying, failed(2), True, at(12)).retry == (at(10), 3, at(42))
+    last = settle(retrying, failed(3), True, at(12))
+    assert last.retry is None and last.failure_streak == 1
+
+
+def test_the_breaker_trips_after_n_consecutive_failed_occurrences() -> None:
+    breaking = State(1, EVERY_10S, Policies.build({"max_failures": 3}), at(20), failure_streak=2)
+    result = settle(breaking, failed(), True, at(12))
+    assert result.failure_streak == 3
+    assert result.broken_note == (
+        "broken: 3 consecutive failed runs; last error: RuntimeError: boom"
+    )
+    lost = Outcome(Trigger.SCHEDULED, RunStatus.LOST, at(10), 1, at(12), None)
+    assert settle(breaking, lost, True, at(12)).broken_note is not None
+
+
+def test_success_resets_the_streak_and_revoked_neither_counts_nor_resets() -> None:
+    ok = Outcome(Trigger.SCHEDULED, RunStatus.SUCCESS, at(10), 1, at(12))
+    revoked = Outcome(Trigger.SCHEDULED, RunStatus.REVOKED, at(10), 1, at(12))
+    assert settle(state(), ok, True, at(12)).failure_streak == 0
+    assert settle(state(), revoked, True, at(12)).failure_streak is None
+
+
+@pytest.mark.parametrize("trigger", [Trigger.MANUAL, Trigger.BACKFILL, Trigger.EXTERNAL])
+def test_manual_and_backfill_runs_never_trip_the_breaker(trigger: Trigger) -> None:
+    breaking = State(1, EVERY_10S, Policies.build({"max_failures": 1}), at(20))
+    result = settle(breaking, failed(trigger=trigger), True, at(12))
+    assert result.failure_streak is None and result.broken_note is None and result.retry is None
+
+
+def test_any_final_run_wakes_a_held_occurrence() -> None:
+    holding = state(overlap="buffer_one", held=at(10))
+    ok = Outcome(Trigger.MANUAL, RunStatus.SUCCESS, None, 1, at(12))
+    assert settle(holding, ok, True, at(12)).wake
 
 
 # ----------------------------------------------------------------------- wait_seconds
@@ -223,29 +353,70 @@ ANCHORS = st.datetimes(
     late=st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=30)),
     blocked=st.booleans(),
     overlap=st.sampled_from(list(Overlap)),
+    catchup=st.sampled_from(list(Catchup)),
+    window=st.none() | st.integers(min_value=1, max_value=10 * 86_400),
 )
-def test_decide_on_interval_timers_stays_on_the_grid(
+def test_every_due_occurrence_is_sent_missed_skipped_held_or_left_for_later(
     anchor: datetime,
     seconds: int,
     steps: int,
     late: timedelta,
     blocked: bool,
     overlap: Overlap,
+    catchup: Catchup,
+    window: int | None,
 ) -> None:
-    """For any interval and lateness: plan in [nextrun, now] on the grid, next_run after now."""
+    """For any interval, lateness and policy, no occurrence is lost or doubled.
+
+    Sends are on the grid, oldest first, inside [next_occurrence, now]; the
+    cursor moves past them; and sent + missed + skipped + held + those left
+    for the next tick add up to every occurrence that was due.
+    """
     interval = timedelta(seconds=seconds)
     timer = parse_timer(f"every {seconds}s", "UTC", anchor)
-    nextrun = anchor + steps * interval
-    now = nextrun + late
-    live = [open_run("busy", now)] if blocked else []
-    decision = decide(timer, nextrun, now, live, overlap)
-    plan, next_run = decision.plan_time, decision.next_run
-    assert next_run is not None
-    assert nextrun <= plan <= now
-    assert (plan - anchor) % interval == timedelta(0)
-    assert next_run > now
-    assert (next_run - plan) % interval == timedelta(0)
-    assert next_run - interval <= now  # no occurrence after now is jumped over
-    if late < interval:
-        assert plan == nextrun
-        assert isinstance(decision, Skip) or decision.trigger is Trigger.SCHEDULED
+    first = anchor + steps * interval
+    now = first + late
+    row = State(
+        1,
+        timer,
+        Policies.build({"overlap": overlap, "catchup": catchup, "catchup_window": window}),
+        first,
+    )
+    plan = decide(row, now, [open_run("busy", now)] if blocked else [])
+    plans = [send.plan_time for send in plan.sends]
+    assert plans == sorted(set(plans))
+    for plan_time in plans:
+        assert first <= plan_time <= now
+        assert (plan_time - anchor) % interval == timedelta(0)
+    due = (now - first) // interval + 1
+    assert plan.next_occurrence is not None
+    left = max(0, (now - plan.next_occurrence) // interval + 1)
+    held = 1 if plan.held is not None else 0
+    if left:  # a full catch-up batch; the rest comes on the next tick
+        assert catchup is Catchup.ALL
+        assert len(plans) + plan.skipped + held == CATCHUP_PER_TICK
+    else:
+        assert plan.next_occurrence > now >= plan.next_occurrence - interval
+    assert len(plans) + plan.missed + plan.skipped + held + left == due
+    expected = Trigger.CATCHUP if due > 1 else Trigger.SCHEDULED
+    assert all(send.trigger is expected for send in plan.sends)
+    if late < interval and not blocked and (window is None or late <= timedelta(seconds=window)):
+        assert plans == [first]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seconds=st.integers(min_value=2, max_value=86_400),
+    jitter=st.integers(min_value=0, max_value=86_400),
+    steps=st.integers(min_value=0, max_value=1_000),
+)
+def test_jitter_never_reaches_the_following_occurrence(
+    seconds: int, jitter: int, steps: int
+) -> None:
+    timer = parse_timer(f"every {seconds}s", "UTC", T0)
+    row = State(7, timer, Policies.build({"jitter": jitter}), T0)
+    occurrence = T0 + steps * timedelta(seconds=seconds)
+    fire_at = fire_time(row, occurrence)
+    assert occurrence <= fire_at <= occurrence + timedelta(seconds=jitter)
+    assert fire_at < occurrence + timedelta(seconds=seconds)
+    assert fire_time(row, occurrence) == fire_at  # every beat instance agrees

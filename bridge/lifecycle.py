@@ -1,0 +1,159 @@
+"""Applying the decisions to a schedule's row: after beat fires it, and after a run ends.
+
+Beat and the workers change the same row concurrently: beat moves the cursor
+of a row it has marked while a worker may be recording that a run failed
+(owing a retry) or finished (freeing a held occurrence, starting a fixed
+delay). Both therefore lock the row, read its current values and write only
+what their decision owns, so neither undoes the other.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from .decisions import (
+    Outcome,
+    Plan,
+    State,
+    finish_note,
+    first_at_or_after,
+    settle,
+    wake_time,
+)
+from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution, Trigger
+from .policy import Policies
+from .timers import parse_timer
+
+
+def state_of(row: PeriodicTask) -> State:
+    """The decision state of a row; raises ValueError (a refused timer or policy) for a bad row.
+
+    A row written with ``nextrun`` only (straight into the table) waits for
+    the first occurrence at or after it.
+    """
+    timer = parse_timer(row.timer, row.timezone, row.anchor)
+    next_occurrence = row.next_occurrence
+    if next_occurrence is None and row.nextrun is not None and row.retry_at is None:
+        next_occurrence = first_at_or_after(timer, row.nextrun)
+    return State(
+        schedule_id=row.id,
+        timer=timer,
+        policies=Policies.from_columns(row),
+        next_occurrence=next_occurrence,
+        held=row.held,
+        retry_plan=row.retry_plan,
+        retry_attempt=row.retry_attempt,
+        retry_at=row.retry_at,
+        failure_streak=row.failure_streak,
+    )
+
+
+def apply_plan(
+    session: Session, row: PeriodicTask, plan: Plan, sent: list[str], now: datetime
+) -> None:
+    """Write a plan's outcome onto ``row`` (locked by the caller) and clear the mark.
+
+    ``sent`` are the ids of the runs sent for the plan, the last one last.
+    """
+    current = state_of(row)
+    next_occurrence = plan.next_occurrence
+    if sent and current.fixed_delay and next_occurrence is None:
+        # A quick worker may have finished the run already: its end starts the delay.
+        outcome = _outcome_of(session, sent[-1])
+        if outcome is not None:
+            next_occurrence = settle(current, outcome, True, now).next_occurrence
+    row.next_occurrence = next_occurrence
+    row.held = plan.held
+    if plan.sent_retry is not None and row.retry_attempt == plan.sent_retry:
+        row.retry_plan = row.retry_attempt = row.retry_at = None
+    row.remaining = plan.remaining
+    row.skipped_count += plan.skipped
+    row.missed_count += plan.missed
+    if sent:
+        last = sent[-1]
+        row.last_run_at = now
+        row.last_run_id = last
+        row.last_status = session.scalar(
+            select(TaskExecution.status).where(TaskExecution.id == last)
+        )
+        row.total_run_count += len(sent)
+    _set_nextrun(session, row, now)
+    row.worker = None
+    row.marked = None
+
+
+def _set_nextrun(session: Session, row: PeriodicTask, now: datetime) -> None:
+    """``nextrun`` from the row's cursor and pending work; finish a schedule with none left."""
+    state = state_of(row)
+    nextrun = wake_time(state, row.next_occurrence)
+    if row.held is not None and not _has_open_runs(session, row.id):
+        nextrun = now
+    row.nextrun = nextrun
+    if nextrun is None and row.held is None:
+        note = finish_note(state, row.next_occurrence, row.remaining)
+        if note is not None:
+            row.enabled = False
+            row.note = note
+
+
+def _has_open_runs(session: Session, schedule_id: int) -> bool:
+    return bool(
+        session.scalar(
+            select(func.count())
+            .select_from(TaskExecution)
+            .where(
+                TaskExecution.periodic_task_id == schedule_id,
+                TaskExecution.status.in_(NON_FINAL_STATUSES),
+            )
+        )
+    )
+
+
+def _outcome_of(session: Session, run_id: str) -> Outcome | None:
+    """The run as an :class:`Outcome` if it is final, else None."""
+    run = session.get(TaskExecution, run_id, with_for_update=True)
+    if run is None or RunStatus(run.status) in NON_FINAL_STATUSES:
+        return None
+    return Outcome(
+        trigger=Trigger(run.trigger),
+        status=RunStatus(run.status),
+        plan_time=run.plan_time,
+        attempt=run.attempt,
+        finished_at=run.finished_at or run.updated_at,
+        error=run.error,
+    )
+
+
+def settle_runs(session: Session, run_ids: list[str], now: datetime) -> None:
+    """Apply the consequences of runs that have just become final to their schedules."""
+    for run_id in run_ids:
+        outcome = _outcome_of(session, run_id)
+        schedule_id = session.scalar(
+            select(TaskExecution.periodic_task_id).where(TaskExecution.id == run_id)
+        )
+        if outcome is None or schedule_id is None:
+            continue
+        row = session.get(PeriodicTask, schedule_id, with_for_update=True)
+        if row is None:
+            continue
+        try:
+            state = state_of(row)
+        except ValueError:
+            continue  # a bad row: beat disables it with the reason when it comes due
+        result = settle(state, outcome, row.last_run_id == run_id, now)
+        if result.retry is not None and row.enabled:
+            row.retry_plan, row.retry_attempt, row.retry_at = result.retry
+        if result.failure_streak is not None:
+            row.failure_streak = result.failure_streak
+        if result.next_occurrence is not None:
+            row.next_occurrence = result.next_occurrence
+        if result.broken_note is not None:
+            row.enabled = False
+            row.broken = True
+            row.note = result.broken_note
+            row.updated_at = now
+        if row.enabled and (result.retry or result.next_occurrence or result.wake):
+            _set_nextrun(session, row, now)

@@ -33,6 +33,7 @@ _TICK = timedelta(microseconds=1)
 NOTE_NO_OCCURRENCE = "finished: the timer has no further occurrence"
 NOTE_PAST_END = "finished: past its end time"
 NOTE_NO_RUNS_LEFT = "finished: no runs remaining"
+FINISHED_NOTES = frozenset({NOTE_NO_OCCURRENCE, NOTE_PAST_END, NOTE_NO_RUNS_LEFT})
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ class Plan:
     sent_retry: int | None = None
     #: Scheduled runs left after this plan (None: unlimited).
     remaining: int | None = None
+    #: Owed work (a retry, catch-up occurrences) waits for an open run to end.
+    waiting: bool = False
 
 
 # -- occurrences --------------------------------------------------------------------
@@ -189,18 +192,28 @@ def split_stale(
 
 
 def decide(state: State, now: datetime, live: list[OpenRun]) -> Plan:
-    """What to do with a row whose ``nextrun`` has come: see the module docstring."""
+    """What to do with a row whose ``nextrun`` has come: see the module docstring.
+
+    Only overlap ``allow`` lets runs of one schedule execute side by side. Under
+    the other policies an owed retry and the occurrences of a catch-up ``all``
+    go out one after another: while a run is open they wait (``Plan.waiting``)
+    and the end of that run wakes the row.
+    """
     policies = state.policies
+    sequential = policies.overlap is not Overlap.ALLOW
     sends: list[Send] = []
     sent_retry = None
+    waiting = False
     held = state.held
     if state.retry_at is not None and state.retry_at <= now:
         assert state.retry_plan is not None and state.retry_attempt is not None
-        # The attempt it follows has ended: a retry is not subject to overlap.
-        sends.append(Send(state.retry_plan, Trigger.RETRY, state.retry_attempt))
-        sent_retry = state.retry_attempt
+        if live and sequential:
+            waiting = True
+        else:
+            sends.append(Send(state.retry_plan, Trigger.RETRY, state.retry_attempt))
+            sent_retry = state.retry_attempt
     remaining = policies.remaining
-    if held is not None and not live and (remaining is None or remaining > 0):
+    if held is not None and not live and not sends and (remaining is None or remaining > 0):
         sends.append(Send(held, Trigger.SCHEDULED))
         held = None
         remaining = None if remaining is None else remaining - 1
@@ -218,7 +231,15 @@ def decide(state: State, now: datetime, live: list[OpenRun]) -> Plan:
     skipped, reason = 0, None
     busy = bool(live) or bool(sends)
     revoke: list[str] = []
-    if due and busy:
+    if len(due) > 1 and sequential:
+        # Catch-up ``all``: the oldest owed occurrence now if nothing runs,
+        # the rest when it has ended.
+        if not busy:
+            sends.append(Send(due[0], trigger))
+        owed = due[0] if busy else due[1]
+        next_occurrence, waiting, due = owed, True, []
+        remaining = None if remaining is None or busy else remaining - 1
+    elif due and busy:
         blocking = (
             f"previous run {live[0].id} is still {live[0].status}"
             if live
@@ -248,6 +269,7 @@ def decide(state: State, now: datetime, live: list[OpenRun]) -> Plan:
         held=held,
         sent_retry=sent_retry,
         remaining=remaining,
+        waiting=waiting,
     )
 
 
@@ -330,18 +352,19 @@ SCHEDULED_TRIGGERS = frozenset({Trigger.SCHEDULED, Trigger.CATCHUP, Trigger.RETR
 def settle(state: State, outcome: Outcome, is_latest: bool, now: datetime) -> Settlement:
     """What a final status does to the schedule.
 
-    A failed attempt with attempts left owes a retry after the backoff; the
+    A failed attempt with attempts left owes a retry after the backoff (one
+    retry is owed at a time: a failure while another is owed is final); the
     last failed attempt of an occurrence counts once towards the breaker; a
     success resets it; REVOKED does neither. Manual and backfill runs change
     nothing but may free a held occurrence. ``is_latest`` says the run is the
     schedule's latest one, whose end starts a fixed delay's interval.
     """
-    wake = state.held is not None
+    wake = state.held is not None or _owes_work(state, now)
     if outcome.trigger not in SCHEDULED_TRIGGERS or outcome.plan_time is None:
         return Settlement(wake=wake)
     policies = state.policies
     if outcome.status in (RunStatus.FAILURE, RunStatus.LOST):
-        if outcome.attempt < policies.max_attempts:
+        if outcome.attempt < policies.max_attempts and state.retry_plan is None:
             retry_at = outcome.finished_at + policies.retry_delay(outcome.attempt)
             return Settlement(retry=(outcome.plan_time, outcome.attempt + 1, retry_at), wake=wake)
         streak = state.failure_streak + 1
@@ -360,6 +383,13 @@ def settle(state: State, outcome: Outcome, is_latest: bool, now: datetime) -> Se
         next_occurrence=_after_completion(state, outcome, is_latest),
         wake=wake,
     )
+
+
+def _owes_work(state: State, now: datetime) -> bool:
+    """Whether the row has a retry or catch-up occurrence that waits for a run to end."""
+    retry_due = state.retry_at is not None and state.retry_at <= now
+    overdue = state.next_occurrence is not None and state.next_occurrence <= now
+    return retry_due or overdue
 
 
 def _after_completion(state: State, outcome: Outcome, is_latest: bool) -> datetime | None:

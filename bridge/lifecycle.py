@@ -15,10 +15,12 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from .decisions import (
+    FINISHED_NOTES,
     Outcome,
     Plan,
     State,
     finish_note,
+    fire_time,
     first_at_or_after,
     settle,
     wake_time,
@@ -80,19 +82,31 @@ def apply_plan(
             select(TaskExecution.status).where(TaskExecution.id == last)
         )
         row.total_run_count += len(sent)
-    _set_nextrun(session, row, now)
+    _set_nextrun(session, row, now, plan.waiting)
     row.worker = None
     row.marked = None
 
 
-def _set_nextrun(session: Session, row: PeriodicTask, now: datetime) -> None:
-    """``nextrun`` from the row's cursor and pending work; finish a schedule with none left."""
+def _set_nextrun(session: Session, row: PeriodicTask, now: datetime, waiting: bool = False) -> None:
+    """``nextrun`` from the row's cursor and pending work; finish a schedule with none left.
+
+    Work that waits for an open run to end (``waiting``, a held occurrence)
+    is woken by the end of that run, not by the clock; if the run ended
+    while beat was deciding, the row is due at once.
+    """
     state = state_of(row)
     nextrun = wake_time(state, row.next_occurrence)
-    if row.held is not None and not _has_open_runs(session, row.id):
+    if waiting:
+        # Only a time still ahead wakes the row; what is overdue waits for the run's end.
+        upcoming = [
+            None if row.next_occurrence is None else fire_time(state, row.next_occurrence),
+            row.retry_at,
+        ]
+        nextrun = min((t for t in upcoming if t is not None and t > now), default=None)
+    if (waiting or row.held is not None) and not _has_open_runs(session, row.id):
         nextrun = now
     row.nextrun = nextrun
-    if nextrun is None and row.held is None:
+    if nextrun is None and row.held is None and not waiting:
         note = finish_note(state, row.next_occurrence, row.remaining)
         if note is not None:
             row.enabled = False
@@ -144,8 +158,11 @@ def settle_runs(session: Session, run_ids: list[str], now: datetime) -> None:
         except ValueError:
             continue  # a bad row: beat disables it with the reason when it comes due
         result = settle(state, outcome, row.last_run_id == run_id, now)
-        if result.retry is not None and row.enabled:
+        if result.retry is not None and (row.enabled or row.note in FINISHED_NOTES):
+            # A schedule that finished with this run (its last occurrence)
+            # comes back for the retry, and finishes again after it.
             row.retry_plan, row.retry_attempt, row.retry_at = result.retry
+            row.enabled, row.note = True, None
         if result.failure_streak is not None:
             row.failure_streak = result.failure_streak
         if result.next_occurrence is not None:

@@ -211,7 +211,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             and (run.plan_time, run.attempt) not in planned
         ]
         if plan.skipped:
-            logger.info("bridge: skipped %d of %r: %s", plan.skipped, row.name, plan.skip_reason)
+            logger.info(
+                "bridge: skipped %r (%d occurrence(s)): %s",
+                row.name,
+                plan.skipped,
+                plan.skip_reason,
+            )
         if plan.missed:
             logger.info("bridge: %d occurrence(s) of %r missed (catch-up)", plan.missed, row.name)
         run_ids = [dispatch.run_id_for(row.id, send.plan_time, send.attempt) for send in sends]

@@ -120,8 +120,8 @@ def test_catchup_latest_sends_the_most_recent_occurrence_and_counts_the_rest_mis
     assert plan.next_occurrence == at(50)
 
 
-def test_catchup_all_sends_every_missed_occurrence_oldest_first() -> None:
-    plan = decide(state(catchup="all"), at(45), [])
+def test_catchup_all_with_overlap_allow_sends_every_missed_occurrence_at_once() -> None:
+    plan = decide(state(catchup="all", overlap="allow"), at(45), [])
     assert plan.sends == [Send(at(s), Trigger.CATCHUP) for s in (10, 20, 30, 40)]
     assert plan.missed == 0
     assert plan.next_occurrence == at(50)
@@ -129,11 +129,15 @@ def test_catchup_all_sends_every_missed_occurrence_oldest_first() -> None:
 
 def test_catchup_all_is_bounded_per_tick_and_resumes_where_it_stopped() -> None:
     late = 10 * (CATCHUP_PER_TICK + 5)
-    plan = decide(state(catchup="all"), at(late + 5), [])
+    plan = decide(state(catchup="all", overlap="allow"), at(late + 5), [])
     assert len(plan.sends) == CATCHUP_PER_TICK
     assert plan.sends[0].plan_time == at(10)
     assert plan.next_occurrence == at(10 * (CATCHUP_PER_TICK + 1))
-    following = decide(state(catchup="all", next_occurrence=plan.next_occurrence), at(late + 5), [])
+    following = decide(
+        state(catchup="all", overlap="allow", next_occurrence=plan.next_occurrence),
+        at(late + 5),
+        [],
+    )
     assert [s.plan_time for s in following.sends] == [
         at(10 * k) for k in range(CATCHUP_PER_TICK + 1, CATCHUP_PER_TICK + 6)
     ]
@@ -152,7 +156,7 @@ def test_catchup_none_still_sends_an_occurrence_that_is_merely_late() -> None:
 
 
 def test_occurrences_older_than_the_window_are_missed_not_sent() -> None:
-    plan = decide(state(catchup="all", catchup_window="25s"), at(45), [])
+    plan = decide(state(catchup="all", overlap="allow", catchup_window="25s"), at(45), [])
     assert [s.plan_time for s in plan.sends] == [at(20), at(30), at(40)]
     assert plan.missed == 1
     latest = decide(state(catchup_window="3s"), at(45), [])
@@ -204,18 +208,31 @@ def test_overlap_replace_revokes_the_live_runs_and_sends() -> None:
     assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
 
 
-def test_a_catchup_batch_is_checked_against_runs_open_before_it() -> None:
-    """With skip and nothing running, every owed occurrence goes out together."""
-    plan = decide(state(catchup="all"), at(35), [])
-    assert len(plan.sends) == 3 and plan.skipped == 0
+@pytest.mark.parametrize("overlap", ["skip", "buffer_one", "replace"])
+def test_catchup_all_sends_owed_occurrences_one_after_another(overlap: str) -> None:
+    """Only allow runs side by side: the oldest goes now, the rest wait, none is skipped."""
+    plan = decide(state(catchup="all", overlap=overlap), at(35), [])
+    assert plan.sends == [Send(at(10), Trigger.CATCHUP)]
+    assert (plan.next_occurrence, plan.waiting, plan.skipped) == (at(20), True, 0)
+    busy = decide(
+        state(catchup="all", overlap=overlap, next_occurrence=at(20)),
+        at(36),
+        [open_run("catching-up", at(35))],
+    )
+    assert busy.sends == [] and busy.revoke == []
+    assert (busy.next_occurrence, busy.waiting, busy.skipped) == (at(20), True, 0)
 
 
-def test_a_due_retry_is_sent_whatever_the_overlap() -> None:
+def test_a_due_retry_waits_for_an_open_run_unless_overlap_allows() -> None:
     retry = (at(0), 2, at(12))
-    plan = decide(state(next_occurrence=at(20), retry=retry), at(12), [open_run("x", at(11))])
-    assert plan.sends == [Send(at(0), Trigger.RETRY, 2)]
-    assert plan.sent_retry == 2
-    assert plan.next_occurrence == at(20)
+    busy = [open_run("x", at(11))]
+    waiting = decide(state(next_occurrence=at(20), retry=retry), at(12), busy)
+    assert waiting.sends == [] and waiting.waiting and waiting.sent_retry is None
+    for overlap, live in (("skip", []), ("allow", busy)):
+        plan = decide(state(overlap=overlap, next_occurrence=at(20), retry=retry), at(12), live)
+        assert plan.sends == [Send(at(0), Trigger.RETRY, 2)]
+        assert plan.sent_retry == 2
+        assert plan.next_occurrence == at(20)
 
 
 def test_jitter_delays_the_fire_but_not_the_plan_time() -> None:
@@ -241,7 +258,7 @@ def test_start_bound_skips_earlier_occurrences_and_end_bound_finishes() -> None:
 
 
 def test_remaining_runs_cap_the_sends_and_count_down() -> None:
-    plan = decide(state(catchup="all", remaining=2), at(45), [])
+    plan = decide(state(catchup="all", overlap="allow", remaining=2), at(45), [])
     assert [s.plan_time for s in plan.sends] == [at(10), at(20)]
     assert plan.remaining == 0
     assert finish_note(state(), at(50), plan.remaining) == NOTE_NO_RUNS_LEFT
@@ -312,6 +329,16 @@ def test_any_final_run_wakes_a_held_occurrence() -> None:
     holding = state(overlap="buffer_one", held=at(10))
     ok = Outcome(Trigger.MANUAL, RunStatus.SUCCESS, None, 1, at(12))
     assert settle(holding, ok, True, at(12)).wake
+
+
+def test_the_end_of_a_run_wakes_owed_work_and_only_one_retry_is_owed() -> None:
+    owed = state(catchup="all", next_occurrence=at(20), max_attempts=3)
+    ok = Outcome(Trigger.CATCHUP, RunStatus.SUCCESS, at(10), 1, at(21))
+    assert settle(owed, ok, True, at(21)).wake
+    assert not settle(state(next_occurrence=at(30)), ok, True, at(21)).wake
+    already = state(max_attempts=3, retry=(at(0), 2, at(40)))
+    result = settle(already, failed(), True, at(12))
+    assert result.retry is None and result.failure_streak == 1
 
 
 # ----------------------------------------------------------------------- wait_seconds
@@ -392,9 +419,12 @@ def test_every_due_occurrence_is_sent_missed_skipped_held_or_left_for_later(
     assert plan.next_occurrence is not None
     left = max(0, (now - plan.next_occurrence) // interval + 1)
     held = 1 if plan.held is not None else 0
-    if left:  # a full catch-up batch; the rest comes on the next tick
+    if left:  # catch-up all: the rest follow one by one, or in the next batch
         assert catchup is Catchup.ALL
-        assert len(plans) + plan.skipped + held == CATCHUP_PER_TICK
+        if overlap is Overlap.ALLOW:
+            assert len(plans) == CATCHUP_PER_TICK
+        else:
+            assert plan.waiting and len(plans) <= 1
     else:
         assert plan.next_occurrence > now >= plan.next_occurrence - interval
     assert len(plans) + plan.missed + plan.skipped + held + left == due

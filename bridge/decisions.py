@@ -273,6 +273,36 @@ def decide(state: State, now: datetime, live: list[OpenRun]) -> Plan:
     )
 
 
+def resume(state: State, recorded: list[OpenRun]) -> Plan:
+    """Finish a fire that was cut short after recording its runs but before sending them.
+
+    The runs were decided already and their records hold their ids: they are
+    sent as they are, and the cursor moves past them, before anything new is
+    decided. This keeps one run per occurrence whatever instance resumes.
+    """
+    sends = [
+        Send(run.plan_time, Trigger(run.trigger), run.attempt)
+        for run in sorted(
+            recorded, key=lambda run: (run.plan_time or state.next_occurrence, run.attempt)
+        )
+        if run.plan_time is not None
+    ]
+    retries = [send for send in sends if send.trigger is Trigger.RETRY]
+    occurrences_sent = [send.plan_time for send in sends if send.trigger is not Trigger.RETRY]
+    next_occurrence = state.next_occurrence
+    if occurrences_sent:
+        latest = max(occurrences_sent)
+        next_occurrence = None if state.fixed_delay else state.timer.next_after(latest)
+    remaining = state.policies.remaining
+    return Plan(
+        sends=sends,
+        next_occurrence=bounded_occurrence(state, next_occurrence),
+        held=state.held,
+        sent_retry=retries[-1].attempt if retries else None,
+        remaining=None if remaining is None else remaining - len(occurrences_sent),
+    )
+
+
 def _due_occurrences(
     state: State, first: datetime, now: datetime
 ) -> tuple[list[datetime], int, Trigger, datetime | None]:

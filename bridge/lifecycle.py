@@ -27,16 +27,16 @@ from .decisions import (
 )
 from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution, Trigger
 from .policy import Policies
-from .timers import parse_timer
+from .spec import check_timer, check_timezone
 
 
 def state_of(row: PeriodicTask) -> State:
-    """The decision state of a row; raises ValueError (a refused timer or policy) for a bad row.
+    """The decision state of a row; a bad row raises ValidationError naming the field.
 
     A row written with ``nextrun`` only (straight into the table) waits for
     the first occurrence at or after it.
     """
-    timer = parse_timer(row.timer, row.timezone, row.anchor)
+    timer = check_timer(row.timer, check_timezone(row.timezone), row.anchor)
     next_occurrence = row.next_occurrence
     if next_occurrence is None and row.nextrun is not None and row.retry_at is None:
         next_occurrence = first_at_or_after(timer, row.nextrun)

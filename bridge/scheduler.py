@@ -37,11 +37,12 @@ from .decisions import (
     Send,
     State,
     decide,
+    resume,
     split_stale,
     wait_seconds,
 )
 from .lifecycle import apply_plan, state_of
-from .models import PeriodicTask, RunStatus, Trigger, utcnow
+from .models import PeriodicTask, RunStatus, utcnow
 from .store import Store
 from .sync import sync_beat_schedule
 
@@ -201,15 +202,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         # Runs recorded by a fire of this row that did not finish (a crash, a
         # broker failure, a lost mark) are this fire's own work, not overlap.
         own = [run for run in live if _recorded_by_unfinished_fire(state, run)]
-        plan = decide(state, now, [run for run in live if run not in own])
-        planned = {(send.plan_time, send.attempt) for send in plan.sends}
-        sends = plan.sends + [
-            Send(run.plan_time, Trigger(run.trigger), run.attempt)
-            for run in own
-            if run.status == RunStatus.PENDING
-            and run.plan_time is not None
-            and (run.plan_time, run.attempt) not in planned
-        ]
+        unsent = [run for run in own if run.status == RunStatus.PENDING]
+        if unsent:
+            plan = resume(state, unsent)
+        else:
+            plan = decide(state, now, [run for run in live if run not in own])
+        sends = plan.sends
         if plan.skipped:
             logger.info(
                 "bridge: skipped %r (%d occurrence(s)): %s",
@@ -343,8 +341,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             return
         self._next_sweep = time.monotonic() + SWEEP_SECONDS
         stale = self.settings.stale_run_seconds
-        for run_id in self.store.sweep_stale(now, timedelta(seconds=stale), _lost_reason(stale)):
-            logger.warning("bridge: run %s marked LOST: %s", run_id, _lost_reason(stale))
+        reason = _lost_reason(stale)
+        for run_id, name in self.store.sweep_stale(now, timedelta(seconds=stale), reason):
+            logger.warning("bridge: run %s of %r marked LOST: %s", run_id, name, reason)
 
     # -- outages, signals, config -------------------------------------------
 

@@ -170,24 +170,30 @@ class Store:
             )
             yield None if row is None else (session, row)
 
-    def sweep_stale(self, now: datetime, stale_after: timedelta, reason: str) -> list[str]:
-        """Mark ``LOST`` every open run silent for longer than ``stale_after``; their ids.
+    def sweep_stale(
+        self, now: datetime, stale_after: timedelta, reason: str
+    ) -> list[tuple[str, str | None]]:
+        """Mark ``LOST`` every open run silent for longer than ``stale_after``.
 
-        Their schedules are settled too: a lost run may owe a retry, count
-        towards the breaker, free a held occurrence or start a fixed delay.
+        Returns each run's id with its schedule's name. Their schedules are
+        settled too: a lost run may owe a retry, count towards the breaker,
+        free a held occurrence or start a fixed delay.
         """
         with self.database.session() as session:
-            ids = list(
-                session.scalars(
-                    select(TaskExecution.id).where(
+            found: list[tuple[str, str | None]] = [
+                (run_id, name)
+                for run_id, name in session.execute(
+                    select(TaskExecution.id, PeriodicTask.name)
+                    .outerjoin(PeriodicTask, PeriodicTask.id == TaskExecution.periodic_task_id)
+                    .where(
                         TaskExecution.status.in_(NON_FINAL_STATUSES),
                         TaskExecution.updated_at < now - stale_after,
                     )
                 )
-            )
-        if ids:
-            self.finish_runs(ids, RunStatus.LOST, now, reason)
-        return ids
+            ]
+        if found:
+            self.finish_runs([run_id for run_id, _ in found], RunStatus.LOST, now, reason)
+        return found
 
     def disable(self, schedule_id: int, instance: str, now: datetime, note: str) -> None:
         """Take a schedule whose row cannot be used out of rotation, with the reason."""

@@ -7,17 +7,27 @@ from Python, ``celery -A APP bridge ...`` from the shell.
 
 from __future__ import annotations
 
-from .api import Bridge, Run, Schedule
+from .api import Backfill, Bridge, Run, Schedule
 from .config import Settings
-from .errors import BridgeError, DuplicateSchedule, ScheduleNotFound, ValidationError
+from .errors import (
+    BridgeError,
+    DuplicateSchedule,
+    RunSkipped,
+    ScheduleNotFound,
+    SendFailed,
+    ValidationError,
+)
 
 __all__ = [
+    "Backfill",
     "Bridge",
     "BridgeError",
     "DuplicateSchedule",
     "Run",
+    "RunSkipped",
     "Schedule",
     "ScheduleNotFound",
+    "SendFailed",
     "Settings",
     "ValidationError",
 ]

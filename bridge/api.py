@@ -18,7 +18,8 @@ import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from typing import Any, Self
+from itertools import islice
+from typing import Any, Self, Unpack
 
 from celery import Celery
 from sqlalchemy import delete, select, update
@@ -28,12 +29,25 @@ from sqlalchemy.orm import Session
 from . import dispatch
 from .config import Settings
 from .database import Database, database_for
-from .errors import DuplicateSchedule, ScheduleNotFound, SendFailed, ValidationError
+from .decisions import first_at_or_after, occurrences
+from .errors import (
+    DuplicateSchedule,
+    RunSkipped,
+    ScheduleNotFound,
+    SendFailed,
+    ValidationError,
+)
 from .models import PeriodicTask, RunStatus, Source, TaskExecution, Trigger, utcnow
-from .policy import Overlap
-from .spec import build_definition, check_name, parse_json
-from .store import Store
-from .timers import Timer, parse_timer, upcoming
+from .policy import Overlap, Policies, PolicyFields
+from .spec import build_definition, check_name, parse_json, require_occurrence
+from .store import Store, insert_ignoring_duplicates
+from .timers import IntervalTimer, Timer, parse_timer, upcoming
+
+#: Where :meth:`Bridge.resume` restarts a schedule.
+RESUME_FROM = ("now", "catchup")
+#: The overlap choices of a manual run or a backfill: ``buffer_one`` holds a
+#: *scheduled* occurrence, which a run sent by hand is not.
+MANUAL_OVERLAPS = (Overlap.ALLOW, Overlap.SKIP, Overlap.REPLACE)
 
 
 def _iso(value: Any) -> Any:
@@ -76,10 +90,26 @@ class Schedule(_View):
     args: str
     kwargs: str
     options: str
-    overlap: str
     enabled: bool
     nextrun: datetime | None
+    next_occurrence: datetime | None
     anchor: datetime
+    overlap: str
+    catchup: str
+    catchup_window: float | None
+    jitter: float
+    start_at: datetime | None
+    end_at: datetime | None
+    remaining: int | None
+    max_failures: int | None
+    max_attempts: int
+    backoff: str | None
+    expires: str
+    held: datetime | None
+    retry_plan: datetime | None
+    retry_attempt: int | None
+    retry_at: datetime | None
+    failure_streak: int
     source: str
     note: str | None
     broken: bool
@@ -93,6 +123,18 @@ class Schedule(_View):
     missed_count: int
     worker: str | None
     marked: datetime | None
+
+    @property
+    def fixed_delay(self) -> bool:
+        """Whether the timer counts from the previous run's completion (``... after completion``).
+
+        Such a schedule has no next run while a run is open: it is set when that run ends.
+        """
+        try:
+            timer = parse_timer(self.timer, self.timezone, self.anchor)
+        except ValueError:  # a bad stored timer or zone is reported where it is used
+            return False
+        return isinstance(timer, IntervalTimer) and timer.after_completion
 
 
 @dataclass(frozen=True)
@@ -113,6 +155,16 @@ class Run(_View):
     result: str | None
     error: str | None
     traceback: str | None
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """What :meth:`Bridge.backfill` did."""
+
+    #: The runs recorded and sent, oldest occurrence first.
+    created: list[Run]
+    #: Occurrences of the range already recorded (by beat or an earlier backfill); not sent again.
+    existing: int
 
 
 class Bridge:
@@ -148,12 +200,18 @@ class Bridge:
         timezone: str | None = None,
         queue: str | None = None,
         options: Mapping[str, Any] | str | None = None,
-        overlap: str = Overlap.SKIP.value,
         enabled: bool = True,
         anchor: datetime | None = None,
         allow_unknown_task: bool = False,
+        **policies: Unpack[PolicyFields],
     ) -> Schedule:
-        """Create a schedule; its first run is the timer's first occurrence after now."""
+        """Create a schedule; its first run is the timer's first occurrence after now.
+
+        ``policies`` are the scheduling policies (``overlap="allow"``,
+        ``start=...``, ``max_failures=3``, ...; see :class:`~bridge.policy.PolicyFields`);
+        those left out take their defaults. The first run also respects
+        ``start`` and ``end``: a combination with no occurrence to come is refused.
+        """
         now = utcnow()
         check_name(name)
         anchor = _aware("anchor", anchor) if anchor is not None else now
@@ -167,13 +225,13 @@ class Bridge:
             args=args,
             kwargs=kwargs,
             options=_with_queue(options, queue),
-            overlap=overlap,
+            policies=policies,
             known_tasks=None if allow_unknown_task else self._known_tasks(),
         )
-        nextrun = _next_occurrence(timer_, now, timer)
+        first = require_occurrence(timer_, definition.policies, now, timer)
         row = PeriodicTask(
             **definition.new_row(
-                name, anchor=anchor, nextrun=nextrun, enabled=enabled, source=Source.API, now=now
+                name, anchor=anchor, first=first, enabled=enabled, source=Source.API, now=now
             )
         )
         try:
@@ -196,15 +254,21 @@ class Bridge:
         timezone: str | None = None,
         queue: str | None = None,
         options: Mapping[str, Any] | str | None = None,
-        overlap: str | None = None,
         allow_unknown_task: bool = False,
+        **policies: Unpack[PolicyFields],
     ) -> Schedule:
-        """Change some fields; a new timer or zone moves ``nextrun`` to its next occurrence."""
+        """Change the fields given; a field left out or given as None keeps its value.
+
+        A new timer, time zone, start or end moves the next run to the first
+        occurrence after now that the new values allow; any other change
+        leaves it. ``"none"`` clears an optional policy (``end="none"``).
+        """
         now = utcnow()
         with self.database.session() as session:
             row = self._row(session, name)
             # A new timer starts from now (an interval's grid is anchored there).
             anchor = now if timer is not None and timer != row.timer else row.anchor
+            current = Policies.from_columns(row)
             merged_options = row.options if options is None else options
             definition, timer_ = build_definition(
                 task=row.task if task is None else task,
@@ -214,11 +278,19 @@ class Bridge:
                 args=row.args if args is None else args,
                 kwargs=row.kwargs if kwargs is None else kwargs,
                 options=_with_queue(merged_options, queue),
-                overlap=row.overlap if overlap is None else overlap,
+                policies=policies,
+                base=current,
                 known_tasks=None if allow_unknown_task or task is None else self._known_tasks(),
             )
-            if definition.timer != row.timer or definition.timezone != row.timezone:
-                row.nextrun = _next_occurrence(timer_, now, timer)
+            new = definition.policies
+            if (definition.timer, definition.timezone, new.start, new.end) != (
+                row.timer,
+                row.timezone,
+                current.start,
+                current.end,
+            ):
+                given = row.timer if timer is None else timer
+                row.next_occurrence = row.nextrun = require_occurrence(timer_, new, now, given)
                 row.anchor = anchor
             for key, value in definition.columns().items():
                 setattr(row, key, value)
@@ -234,16 +306,35 @@ class Bridge:
             row.updated_at = utcnow()
             return Schedule.of(row)
 
-    def resume(self, name: str) -> Schedule:
-        """Fire the schedule again from its next occurrence; clears the note and a broken flag."""
+    def resume(self, name: str, from_: str = "now") -> Schedule:
+        """Fire the schedule again; clears the note, the broken flag, the breaker and retries.
+
+        ``from_="now"`` restarts at the first occurrence after now (within the
+        start/end bounds): what fell due while it was paused is not run.
+        ``"catchup"`` restarts at the occurrence the schedule stopped at, so
+        beat catches up the occurrences missed meanwhile as the schedule's
+        catch-up policy says.
+        """
+        if from_ not in RESUME_FROM:
+            raise ValidationError("from", from_, " or ".join(RESUME_FROM))
         now = utcnow()
         with self.database.session() as session:
             row = self._row(session, name)
-            timer_ = parse_timer(row.timer, row.timezone, row.anchor)
-            row.nextrun = _next_occurrence(timer_, now, row.timer)
+            if from_ == "now":
+                timer_ = parse_timer(row.timer, row.timezone, row.anchor)
+                policies = Policies.from_columns(row)
+                row.next_occurrence = require_occurrence(timer_, policies, now, row.timer)
+            elif row.next_occurrence is None:
+                raise ValidationError(
+                    "from", from_, "now (the schedule has no occurrence left to catch up from)"
+                )
+            row.nextrun = row.next_occurrence
             row.enabled = True
             row.note = None
             row.broken = False
+            row.failure_streak = 0
+            row.held = None
+            row.retry_plan = row.retry_attempt = row.retry_at = None
             row.updated_at = now
             return Schedule.of(row)
 
@@ -253,16 +344,22 @@ class Bridge:
             self._row(session, name)
             session.execute(delete(PeriodicTask).where(PeriodicTask.name == name))
 
-    def run(self, name: str) -> Run:
-        """Send a run now (``trigger=manual``), whatever the timer says."""
-        if self.app is None:
-            raise ValidationError("app", None, "a Celery app to send the run with")
-        now = utcnow()
+    def run(self, name: str, overlap: str | None = None) -> Run:
+        """Send a run now (``trigger=manual``), whatever the timer says.
+
+        ``overlap`` says what to do while a run of the schedule is open:
+        ``allow`` (default) sends anyway, ``skip`` refuses with
+        :class:`~bridge.errors.RunSkipped`, ``replace`` revokes the open runs
+        first. The schedule's next run, remaining runs and breaker are not
+        changed: they count scheduled occurrences only.
+        """
+        app = self._sender()
+        mode = _manual_overlap(overlap)
         schedule = self.get(name)
-        payload = dispatch.Payload.decode(
-            schedule.task, schedule.args, schedule.kwargs, schedule.options
-        )
+        payload = _payload(schedule)
         run_id = str(uuid.uuid4())
+        self._make_way(app, schedule, mode, "run", f"replaced by manual run {run_id}")
+        now = utcnow()
         with self.database.session() as session:
             session.add(
                 TaskExecution(
@@ -280,25 +377,62 @@ class Bridge:
                 )
                 .execution_options(synchronize_session=False)
             )
-        store = Store(self.database)
-        try:
-            dispatch.publish(
-                self.app,
-                payload,
-                run_id=run_id,
-                schedule_id=schedule.id,
-                schedule_name=schedule.name,
-                plan_time=now,
-                trigger=Trigger.MANUAL,
+        self._send(app, schedule, payload, run_id, now, Trigger.MANUAL, "run")
+        return self._runs([run_id])[0]
+
+    def backfill(
+        self,
+        name: str,
+        start: datetime | str,
+        end: datetime | str,
+        *,
+        overlap: str = Overlap.ALLOW.value,
+        limit: int = 100,
+    ) -> Backfill:
+        """Record and send the occurrences of the timer from ``start`` to ``end``, both included.
+
+        Each run has ``trigger=backfill`` and the id a scheduled run of its
+        occurrence has, so an occurrence already recorded (by beat or by an
+        earlier backfill) is counted in ``existing`` and not sent again:
+        repeating a backfill is safe. ``end`` may not be later than now; later
+        occurrences are beat's to send. A range of more than ``limit``
+        occurrences is refused with nothing written. ``overlap`` is checked
+        once, before the first run: ``allow`` (default), ``skip`` or
+        ``replace``, as for :meth:`run`. The schedule's row (next run,
+        counters, remaining runs, breaker) is not changed.
+        """
+        app = self._sender()
+        now = utcnow()
+        first, last = _instant("from", start), _instant("to", end)
+        if last <= first:
+            raise ValidationError("to", end, f"a time after from ({first.isoformat()})")
+        if last > now:
+            raise ValidationError(
+                "to", end, "a time no later than now (later occurrences are beat's to send)"
             )
-        except Exception as exc:
-            # The record must not stay PENDING, blocking the schedule's overlap check.
-            reason = f"could not send: {type(exc).__name__}: {exc}".splitlines()[0]
-            store.finish_runs([run_id], RunStatus.FAILURE, utcnow(), reason)
-            raise SendFailed(name, reason) from exc
-        store.mark_sent(run_id, utcnow())
-        with self.database.session() as session:
-            return Run.of(session.get_one(TaskExecution, run_id))
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ValidationError("limit", limit, "a whole number of at least 1")
+        mode = _manual_overlap(overlap)
+        schedule = self.get(name)
+        timer_ = parse_timer(schedule.timer, schedule.timezone, schedule.anchor)
+        if schedule.fixed_delay:
+            raise ValidationError(
+                "timer",
+                schedule.timer,
+                "a timer with fixed occurrences (a fixed-delay timer has none to backfill)",
+            )
+        plans = _occurrences(timer_, first, last, limit, end)
+        payload = _payload(schedule)
+        self._make_way(app, schedule, mode, "backfill", "replaced by a backfill")
+        sent: builtins.list[str] = []
+        for plan in plans:
+            record = dispatch.new_run(schedule.id, schedule.task, plan, Trigger.BACKFILL, utcnow())
+            with self.database.session() as session:
+                if not insert_ignoring_duplicates(session, record):
+                    continue
+            self._send(app, schedule, payload, record["id"], plan, Trigger.BACKFILL, "backfill")
+            sent.append(record["id"])
+        return Backfill(created=self._runs(sent), existing=len(plans) - len(sent))
 
     # -- reading -----------------------------------------------------------------
 
@@ -343,6 +477,65 @@ class Bridge:
             raise ScheduleNotFound(name)
         return row
 
+    def _runs(self, run_ids: Collection[str]) -> builtins.list[Run]:
+        with self.database.session() as session:
+            return [Run.of(session.get_one(TaskExecution, run_id)) for run_id in run_ids]
+
+    def _sender(self) -> Celery:
+        if self.app is None:
+            raise ValidationError("app", None, "a Celery app to send the run with")
+        return self.app
+
+    def _make_way(
+        self, app: Celery, schedule: Schedule, overlap: Overlap, command: str, reason: str
+    ) -> None:
+        """Apply a manual run's overlap to the schedule's open runs: refuse, revoke or ignore."""
+        if overlap is Overlap.ALLOW:
+            return
+        store = Store(self.database)
+        open_runs = store.open_runs(schedule.id)
+        if not open_runs:
+            return
+        if overlap is Overlap.SKIP:
+            blocking = open_runs[0]
+            raise RunSkipped(command, schedule.name, blocking.id, blocking.status)
+        run_ids = [run.id for run in open_runs]
+        dispatch.revoke(app, run_ids)
+        store.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason)
+
+    def _send(
+        self,
+        app: Celery,
+        schedule: Schedule,
+        payload: dispatch.Payload,
+        run_id: str,
+        plan_time: datetime,
+        trigger: Trigger,
+        command: str,
+    ) -> None:
+        """Publish a recorded run and mark it ``SENT``.
+
+        A broker error marks the record ``FAILURE`` instead, so that it does
+        not stay ``PENDING`` and block the schedule's overlap check, and
+        raises :class:`~bridge.errors.SendFailed`.
+        """
+        store = Store(self.database)
+        try:
+            dispatch.publish(
+                app,
+                payload,
+                run_id=run_id,
+                schedule_id=schedule.id,
+                schedule_name=schedule.name,
+                plan_time=plan_time,
+                trigger=trigger,
+            )
+        except Exception as exc:
+            reason = f"could not send: {type(exc).__name__}: {exc}".splitlines()[0]
+            store.finish_runs([run_id], RunStatus.FAILURE, utcnow(), reason)
+            raise SendFailed(schedule.name, reason, command) from exc
+        store.mark_sent(run_id, utcnow())
+
     def _default_timezone(self) -> str:
         return (self.app.conf.timezone if self.app is not None else None) or "UTC"
 
@@ -353,12 +546,34 @@ class Bridge:
         return set(self.app.tasks.keys())
 
 
-def _next_occurrence(timer: Timer, now: datetime, given: Any) -> datetime:
-    """The timer's next occurrence after now; a timer that has none is refused."""
-    nextrun = timer.next_after(now)
-    if nextrun is None:
-        raise ValidationError("timer", given, "a timer with an occurrence in the future")
-    return nextrun
+def _payload(schedule: Schedule) -> dispatch.Payload:
+    return dispatch.Payload.decode(schedule.task, schedule.args, schedule.kwargs, schedule.options)
+
+
+def _manual_overlap(value: str | None) -> Overlap:
+    """The overlap of a manual run or a backfill; ``allow`` unless told otherwise."""
+    if value is None:
+        return Overlap.ALLOW
+    mode = next((o for o in MANUAL_OVERLAPS if o.value == value), None)
+    if mode is None:
+        raise ValidationError("overlap", value, "allow, skip or replace for a manual run")
+    return mode
+
+
+def _occurrences(
+    timer: Timer, first: datetime, last: datetime, limit: int, given_end: Any
+) -> builtins.list[datetime]:
+    """The timer's occurrences in [first, last]; more than ``limit`` is refused before
+    any is written, after looking at no more than ``limit + 1`` of them."""
+    earliest = first_at_or_after(timer, first)
+    found = [] if earliest is None else list(islice(occurrences(timer, earliest, last), limit + 1))
+    if len(found) > limit:
+        raise ValidationError(
+            "to",
+            given_end,
+            f"a range of at most {limit} occurrences (it has more; raise --limit to allow more)",
+        )
+    return found
 
 
 def _with_queue(options: Mapping[str, Any] | str | None, queue: str | None) -> Any:
@@ -371,6 +586,21 @@ def _with_queue(options: Mapping[str, Any] | str | None, queue: str | None) -> A
     return {**decoded, "queue": queue}
 
 
+def _instant(field: str, value: Any) -> datetime:
+    """An aware datetime, or ISO-8601 text with a UTC offset, in UTC."""
+    if not isinstance(value, str):
+        return _aware(field, value)
+    try:
+        parsed: datetime | None = datetime.fromisoformat(value.strip())
+    except ValueError:
+        parsed = None
+    if parsed is None or parsed.tzinfo is None:
+        raise ValidationError(
+            field, value, "an ISO-8601 time with a UTC offset, such as '2026-12-01T09:00:00+01:00'"
+        )
+    return parsed.astimezone(UTC)
+
+
 def _aware(field: str, value: Any) -> datetime:
     if not isinstance(value, datetime):
         raise ValidationError(field, value, "a datetime with a UTC offset")
@@ -379,4 +609,4 @@ def _aware(field: str, value: Any) -> datetime:
     return value.astimezone(UTC)
 
 
-__all__ = ["Bridge", "Run", "Schedule"]
+__all__ = ["Backfill", "Bridge", "Run", "Schedule"]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import click
@@ -18,7 +18,8 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 from .api import Bridge, Run, Schedule
 from .database import error_reason
 from .errors import BridgeError
-from .policy import Overlap
+from .policy import POLICY_NAMES
+from .timers import format_duration
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,42 +65,163 @@ def state(schedule: Schedule) -> str:
     return "yes" if schedule.enabled else "paused"
 
 
+def next_run_text(schedule: Schedule) -> str:
+    """``nextrun`` for people: a fixed-delay schedule has none while its run is under way."""
+    if schedule.nextrun is None and schedule.fixed_delay:
+        return "after the running run completes"
+    return local(schedule.nextrun)
+
+
+def duration_text(seconds: float | None) -> str:
+    """A duration column (stored as seconds) the way it is written: ``1h30m``, ``0s``."""
+    if seconds is None:
+        return "-"
+    delta = timedelta(seconds=seconds)
+    if not delta:
+        return "0s"
+    try:
+        return format_duration(delta)
+    except ValueError:  # a fraction of a second, given through the API
+        return f"{seconds:g}s"
+
+
 # -- options shared by add and edit ---------------------------------------------
 
 
-def definition_options(command: F) -> F:
-    for option in reversed(
-        [
-            click.option("--task", help="Registered Celery task name."),
-            click.option("--timer", help="'*/5 * * * *', '@daily', 'every 30s', 'at <ISO time>'."),
-            click.option(
-                "--args", "args_json", metavar="JSON", help="Positional arguments, a JSON list."
-            ),
-            click.option(
-                "--kwargs", "kwargs_json", metavar="JSON", help="Keyword arguments, a JSON object."
-            ),
-            click.option("--timezone", help="IANA zone the timer is read in."),
-            click.option("--queue", help="Queue to send runs to."),
-            click.option(
-                "--options",
-                "options_json",
-                metavar="JSON",
-                help="apply_async options, a JSON object (queue, priority, expires, headers...).",
-            ),
-            click.option(
-                "--overlap",
-                type=click.Choice([o.value for o in Overlap]),
-                help="What to do while a previous run is not final.",
-            ),
-            click.option(
-                "--allow-unknown-task",
-                is_flag=True,
-                help="Accept a task name this app does not register (only the workers import it).",
-            ),
-        ]
-    ):
+def collected(into: str, names: Collection[str]) -> Callable[[F], F]:
+    """Hand the options ``names`` to the command as one dict argument ``into``.
+
+    Options not given are left out, so that ``add`` and ``edit`` pass the dict
+    straight on to the API: its defaults (add) or the stored values (edit)
+    stand for what the user did not type.
+    """
+
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            given = {name: kwargs.pop(name) for name in names}
+            kwargs[into] = {name: value for name, value in given.items() if value is not None}
+            return command(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def with_options(options: Sequence[Callable[[F], F]], command: F) -> F:
+    """Apply click options so that ``--help`` lists them in the order given."""
+    for option in reversed(options):
         command = option(command)
     return command
+
+
+DEFINITION_OPTIONS = [
+    click.option("--task", help="Registered Celery task name."),
+    click.option(
+        "--timer",
+        help="'*/5 * * * *', '@daily', 'every 30s', 'every 1h after completion', 'at <ISO time>'.",
+    ),
+    click.option("--args", metavar="JSON", help="Positional arguments, a JSON list."),
+    click.option("--kwargs", metavar="JSON", help="Keyword arguments, a JSON object."),
+    click.option("--timezone", help="IANA zone the timer is read in."),
+    click.option("--queue", help="Queue to send runs to."),
+    click.option(
+        "--options",
+        metavar="JSON",
+        help="apply_async options, a JSON object (queue, priority, expires, headers...).",
+    ),
+    click.option(
+        "--allow-unknown-task",
+        is_flag=True,
+        help="Accept a task name this app does not register (only the workers import it).",
+    ),
+]
+
+
+def definition_options(command: F) -> F:
+    """What the schedule runs and when, passed to the command as ``definition``."""
+    names = ("task", "timer", "args", "kwargs", "timezone", "queue", "options")
+    return with_options(
+        DEFINITION_OPTIONS, collected("definition", (*names, "allow_unknown_task"))(command)
+    )
+
+
+#: Each policy option's metavar (its choices or format) and help (with its default).
+POLICY_HELP = {
+    "overlap": (
+        "skip|allow|buffer_one|replace",
+        "While a previous run is not final: skip it, allow both, buffer_one (start it when "
+        "the running one ends) or replace (revoke the running one). Default: skip.",
+    ),
+    "catchup": (
+        "latest|all|none",
+        "Occurrences missed while beat was down or the schedule paused: run the latest once, "
+        "all of them oldest first, or none. Default: latest.",
+    ),
+    "catchup_window": (
+        "DURATION|none",
+        "Missed occurrences older than this (e.g. 1h) are counted, not run. "
+        "Default: none (no limit).",
+    ),
+    "jitter": (
+        "DURATION",
+        "Delay each occurrence by a random part of this (e.g. 30s), never past the next one. "
+        "Default: 0s.",
+    ),
+    "start": (
+        "TIME|none",
+        "No occurrence before this ISO-8601 time with offset (2026-12-01T09:00:00+01:00). "
+        "Default: none.",
+    ),
+    "end": (
+        "TIME|none",
+        "No occurrence after this ISO-8601 time with offset; the schedule then finishes. "
+        "Default: none.",
+    ),
+    "remaining": (
+        "N|none",
+        "Scheduled runs left before the schedule finishes. Default: none (unlimited).",
+    ),
+    "max_failures": (
+        "N|none",
+        "Consecutive failed scheduled runs that disable the schedule as broken. "
+        "Default: none (never).",
+    ),
+    "max_attempts": (
+        "N",
+        "Attempts of a failed occurrence, the first included. Default: 1 (no retry).",
+    ),
+    "backoff": (
+        "DELAYS|none",
+        "Waits between attempts: a list such as 30s,2m,10m (the last repeats) or 10s..10m "
+        "(doubling, capped). Default: none (retry at once).",
+    ),
+    "expires": (
+        "next|never|DURATION",
+        "When a sent run's message expires if no worker started it: at the following "
+        "occurrence, never, or after a duration such as 10m. Default: next.",
+    ),
+}
+
+
+def policy_options(command: F) -> F:
+    """One text option per scheduling policy, passed to the command as ``policies``.
+
+    Plain text rather than ``click.Choice``: the API checks every value and
+    refuses a bad one in one line naming the field and what it expects.
+    """
+    return with_options(
+        [
+            click.option(
+                f"--{name.replace('_', '-')}",
+                name,
+                metavar=POLICY_HELP[name][0],
+                help=POLICY_HELP[name][1],
+            )
+            for name in POLICY_NAMES
+        ],
+        collected("policies", POLICY_NAMES)(command),
+    )
 
 
 @click.group(name="bridge")
@@ -120,75 +242,37 @@ def migrate(ctx: click.Context) -> None:
 @bridge.command()
 @click.argument("name")
 @definition_options
+@policy_options
 @click.option("--disabled", is_flag=True, help="Create it paused.")
 @click.pass_context
 @fails_in_one_line
 def add(
     ctx: click.Context,
     name: str,
-    task: str | None,
-    timer: str | None,
-    args_json: str | None,
-    kwargs_json: str | None,
-    timezone: str | None,
-    queue: str | None,
-    options_json: str | None,
-    overlap: str | None,
-    allow_unknown_task: bool,
+    definition: dict[str, Any],
+    policies: dict[str, Any],
     disabled: bool,
 ) -> None:
     """Create a schedule."""
-    if task is None or timer is None:
-        missing = "--task" if task is None else "--timer"
-        raise click.UsageError(f"{missing} is required")
-    schedule = _bridge(ctx).add(
-        name,
-        task=task,
-        timer=timer,
-        args="[]" if args_json is None else args_json,
-        kwargs="{}" if kwargs_json is None else kwargs_json,
-        timezone=timezone,
-        queue=queue,
-        options=options_json,
-        overlap=overlap or Overlap.SKIP.value,
-        enabled=not disabled,
-        allow_unknown_task=allow_unknown_task,
-    )
-    click.echo(f"added {schedule.name}: next run {local(schedule.nextrun)}")
+    for required in ("task", "timer"):
+        if required not in definition:
+            raise click.UsageError(f"--{required} is required")
+    schedule = _bridge(ctx).add(name, **definition, **policies, enabled=not disabled)
+    click.echo(f"added {schedule.name}: next run {next_run_text(schedule)}")
 
 
 @bridge.command()
 @click.argument("name")
 @definition_options
+@policy_options
 @click.pass_context
 @fails_in_one_line
 def edit(
-    ctx: click.Context,
-    name: str,
-    task: str | None,
-    timer: str | None,
-    args_json: str | None,
-    kwargs_json: str | None,
-    timezone: str | None,
-    queue: str | None,
-    options_json: str | None,
-    overlap: str | None,
-    allow_unknown_task: bool,
+    ctx: click.Context, name: str, definition: dict[str, Any], policies: dict[str, Any]
 ) -> None:
-    """Change some fields of a schedule."""
-    schedule = _bridge(ctx).edit(
-        name,
-        task=task,
-        timer=timer,
-        args=args_json,
-        kwargs=kwargs_json,
-        timezone=timezone,
-        queue=queue,
-        options=options_json,
-        overlap=overlap,
-        allow_unknown_task=allow_unknown_task,
-    )
-    click.echo(f"changed {schedule.name}: next run {local(schedule.nextrun)}")
+    """Change some fields of a schedule; those not given keep their values."""
+    schedule = _bridge(ctx).edit(name, **definition, **policies)
+    click.echo(f"changed {schedule.name}: next run {next_run_text(schedule)}")
 
 
 @bridge.command(name="ls")
@@ -209,7 +293,7 @@ def list_schedules(ctx: click.Context, as_json: bool) -> None:
                 s.task,
                 s.timer,
                 state(s),
-                local(s.nextrun) if s.enabled else "-",
+                next_run_text(s) if s.enabled else "-",
                 local(s.last_run_at),
                 s.last_status or "-",
                 s.note or "",
@@ -231,12 +315,24 @@ def show(ctx: click.Context, name: str, as_json: bool) -> None:
         echo_json(schedule.to_json())
         return
     for key, value in schedule.to_json().items():
-        shown = (
-            local(getattr(schedule, key)) if isinstance(getattr(schedule, key), datetime) else value
-        )
-        if isinstance(shown, list | dict):
-            shown = json.dumps(shown)
-        click.echo(f"{key:16} {'-' if shown is None else shown}")
+        click.echo(f"{key:16} {_field_text(schedule, key, value)}")
+
+
+#: Columns holding a duration in seconds.
+DURATION_COLUMNS = frozenset({"catchup_window", "jitter"})
+
+
+def _field_text(schedule: Schedule, key: str, value: Any) -> str:
+    """One field of ``show``: times local, durations as written, JSON as JSON."""
+    if key == "nextrun":
+        return next_run_text(schedule)
+    if isinstance(getattr(schedule, key), datetime):
+        return local(getattr(schedule, key))
+    if key in DURATION_COLUMNS:
+        return duration_text(value)
+    if value is None:
+        return "-"
+    return json.dumps(value) if isinstance(value, list | dict) else str(value)
 
 
 @bridge.command()
@@ -252,12 +348,22 @@ def pause(ctx: click.Context, name: str, note: str | None) -> None:
 
 @bridge.command()
 @click.argument("name")
+@click.option(
+    "--from",
+    "from_",
+    default="now",
+    show_default=True,
+    metavar="now|catchup",
+    help="now: from the next occurrence after now (what fell due while paused is not run); "
+    "catchup: from where it stopped, catching up the missed occurrences as its catch-up "
+    "policy says.",
+)
 @click.pass_context
 @fails_in_one_line
-def resume(ctx: click.Context, name: str) -> None:
-    """Fire a paused schedule again, from its next occurrence."""
-    schedule = _bridge(ctx).resume(name)
-    click.echo(f"resumed {name}: next run {local(schedule.nextrun)}")
+def resume(ctx: click.Context, name: str, from_: str) -> None:
+    """Fire a paused or broken schedule again; clears its note, breaker and retries."""
+    schedule = _bridge(ctx).resume(name, from_)
+    click.echo(f"resumed {name}: next run {next_run_text(schedule)}")
 
 
 @bridge.command(name="rm")
@@ -270,14 +376,65 @@ def remove(ctx: click.Context, name: str) -> None:
     click.echo(f"removed {name}")
 
 
+#: ``--overlap`` of the runs sent by hand (run and backfill).
+manual_overlap_option = click.option(
+    "--overlap",
+    default="allow",
+    show_default=True,
+    metavar="allow|skip|replace",
+    help="While a run of the schedule is not final: allow (send anyway), skip (refuse) or "
+    "replace (revoke the open runs first).",
+)
+
+
 @bridge.command()
 @click.argument("name")
+@manual_overlap_option
 @click.pass_context
 @fails_in_one_line
-def run(ctx: click.Context, name: str) -> None:
+def run(ctx: click.Context, name: str, overlap: str) -> None:
     """Send a run of a schedule now, whatever its timer says."""
-    record = _bridge(ctx).run(name)
+    record = _bridge(ctx).run(name, overlap)
     click.echo(f"sent {name}: task id {record.id}")
+
+
+@bridge.command()
+@click.argument("name")
+@click.option(
+    "--from",
+    "start",
+    required=True,
+    metavar="TIME",
+    help="First instant of the range, ISO-8601 with offset (included).",
+)
+@click.option(
+    "--to",
+    "end",
+    required=True,
+    metavar="TIME",
+    help="Last instant of the range, ISO-8601 with offset (included; not later than now).",
+)
+@manual_overlap_option
+@click.option(
+    "--limit",
+    default=100,
+    show_default=True,
+    type=int,
+    help="Refuse a range with more occurrences than this.",
+)
+@click.pass_context
+@fails_in_one_line
+def backfill(ctx: click.Context, name: str, start: str, end: str, overlap: str, limit: int) -> None:
+    """Send the occurrences of a schedule's timer in a past range, once each.
+
+    An occurrence already recorded (by beat or an earlier backfill) is not sent again.
+    """
+    result = _bridge(ctx).backfill(name, start, end, overlap=overlap, limit=limit)
+    sent = len(result.created)
+    click.echo(
+        f"backfilled {name}: {sent} run{'' if sent == 1 else 's'} sent, "
+        f"{result.existing} already recorded"
+    )
 
 
 @bridge.command()

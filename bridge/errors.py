@@ -40,7 +40,22 @@ class DuplicateSchedule(ValidationError):
 
 
 class SendFailed(BridgeError):
-    """A manual run could not be sent to the broker; its record is marked FAILURE."""
+    """A manual or backfilled run could not be sent to the broker; its record is marked FAILURE."""
 
-    def __init__(self, name: str, reason: str) -> None:
-        super().__init__(f"run {name!r}: {reason}")
+    def __init__(self, name: str, reason: str, command: str = "run") -> None:
+        super().__init__(f"{command} {name!r}: {reason}")
+
+
+class RunSkipped(BridgeError):
+    """Overlap ``skip`` refused a manual run or a backfill: a run of the schedule is open.
+
+    Nothing was written or sent.
+    """
+
+    def __init__(self, command: str, name: str, run_id: str, status: str) -> None:
+        self.name = name
+        self.run_id = run_id
+        self.status = status
+        super().__init__(
+            f"{command} {name!r}: skipped: run {run_id} is still {status} (overlap skip)"
+        )

@@ -166,8 +166,13 @@ class Policies:
 
     @classmethod
     def from_columns(cls, row: Any) -> Policies:
-        """Read a ``periodic_task`` row; a bad stored value raises :class:`ValidationError`."""
-        return cls.build(
+        """Read a ``periodic_task`` row; a bad stored value raises :class:`ValidationError`.
+
+        ``remaining`` is a countdown beat moves: the 0 it stores once the runs
+        are spent is read as it is, although a user may not set it.
+        """
+        spent = row.remaining == 0
+        policies = cls.build(
             {
                 "overlap": row.overlap,
                 "catchup": row.catchup,
@@ -175,13 +180,14 @@ class Policies:
                 "jitter": row.jitter,
                 "start": _clear_if_none(row.start_at),
                 "end": _clear_if_none(row.end_at),
-                "remaining": _clear_if_none(row.remaining),
+                "remaining": "none" if spent else _clear_if_none(row.remaining),
                 "max_failures": _clear_if_none(row.max_failures),
                 "max_attempts": row.max_attempts,
                 "backoff": _clear_if_none(row.backoff),
                 "expires": row.expires,
             }
         )
+        return replace(policies, remaining=0) if spent else policies
 
     def columns(self) -> dict[str, Any]:
         """The ``periodic_task`` column values of these policies."""

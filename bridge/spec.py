@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from .decisions import first_at_or_after
 from .dispatch import check_options
 from .errors import ValidationError
-from .policy import Overlap
+from .policy import Policies
 from .timers import Timer, TimerSyntaxError, UnknownTimezone, load_zone, parse_timer
 
 NAME_MAX = 200
@@ -93,14 +94,6 @@ def check_task(task: Any, known: Collection[str] | None) -> str:
     return task
 
 
-def check_overlap(value: Any) -> str:
-    try:
-        return Overlap(value).value
-    except ValueError:
-        choices = "|".join(o.value for o in Overlap)
-        raise ValidationError("overlap", value, f"one of {choices}") from None
-
-
 @dataclass(frozen=True)
 class Definition:
     """What a schedule runs and when, in its stored (normalised) form."""
@@ -111,25 +104,30 @@ class Definition:
     args: str
     kwargs: str
     options: str
-    overlap: str
+    policies: Policies
 
     def new_row(
         self,
         name: str,
         *,
         anchor: datetime,
-        nextrun: datetime | None,
+        first: datetime,
         enabled: bool,
         source: str,
         now: datetime,
     ) -> dict[str, Any]:
-        """The ``periodic_task`` values of a new schedule with this definition."""
+        """The ``periodic_task`` values of a new schedule whose first occurrence is ``first``.
+
+        Beat first acts on the row at that occurrence, so ``nextrun`` starts
+        equal to ``next_occurrence``; jitter and retries move it later.
+        """
         return {
             "name": name,
             **self.columns(),
             "anchor": anchor,
             "enabled": enabled,
-            "nextrun": nextrun,
+            "next_occurrence": first,
+            "nextrun": first,
             "source": source,
             "broken": False,
             "created_at": now,
@@ -137,9 +135,11 @@ class Definition:
             "total_run_count": 0,
             "skipped_count": 0,
             "missed_count": 0,
+            "failure_streak": 0,
         }
 
-    def columns(self) -> dict[str, str]:
+    def columns(self) -> dict[str, Any]:
+        """The ``periodic_task`` columns this definition sets, policies included."""
         return {
             "task": self.task,
             "timer": self.timer,
@@ -147,13 +147,47 @@ class Definition:
             "args": self.args,
             "kwargs": self.kwargs,
             "options": self.options,
-            "overlap": self.overlap,
+            **self.policies.columns(),
         }
 
 
-def first_occurrence(definition: Definition, anchor: datetime, now: datetime) -> datetime | None:
-    """The first occurrence of a definition strictly after ``now``."""
-    return parse_timer(definition.timer, definition.timezone, anchor).next_after(now)
+def next_in_bounds(timer: Timer, policies: Policies, after: datetime) -> datetime | None:
+    """The first occurrence strictly after ``after`` that lies within the start/end bounds.
+
+    Occurrences before ``start`` are not the schedule's, so the search starts
+    at ``start`` when that is later; None when the timer has no such
+    occurrence or it falls after ``end``.
+    """
+    if policies.start is not None and policies.start > after:
+        occurrence = first_at_or_after(timer, policies.start)
+    else:
+        occurrence = timer.next_after(after)
+    if occurrence is None or (policies.end is not None and occurrence > policies.end):
+        return None
+    return occurrence
+
+
+def require_occurrence(timer: Timer, policies: Policies, now: datetime, given: Any) -> datetime:
+    """:func:`next_in_bounds` after ``now``, or a refusal naming what leaves no occurrence.
+
+    ``given`` is the timer as the user wrote it, repeated when the timer itself
+    has no future occurrence; otherwise the start or end bound is to blame.
+    """
+    occurrence = next_in_bounds(timer, policies, now)
+    if occurrence is not None:
+        return occurrence
+    unbounded = next_in_bounds(timer, replace(policies, end=None), now)
+    if unbounded is not None and policies.end is not None:
+        raise ValidationError(
+            "end",
+            policies.end.isoformat(),
+            f"a time at or after the schedule's first occurrence ({unbounded.isoformat()})",
+        )
+    if policies.start is not None and timer.next_after(now) is not None:
+        raise ValidationError(
+            "start", policies.start.isoformat(), "a time no later than the timer's last occurrence"
+        )
+    raise ValidationError("timer", given, "a timer with an occurrence in the future")
 
 
 def build_definition(
@@ -165,10 +199,15 @@ def build_definition(
     args: Any = (),
     kwargs: Any = None,
     options: Mapping[str, Any] | str | None = None,
-    overlap: Any = Overlap.SKIP.value,
+    policies: Mapping[str, Any] | None = None,
+    base: Policies | None = None,
     known_tasks: Collection[str] | None = None,
 ) -> tuple[Definition, Timer]:
-    """Check every field and return the normalised definition with its parsed timer."""
+    """Check every field and return the normalised definition with its parsed timer.
+
+    ``policies`` are the policy keywords given (see :class:`~bridge.policy.PolicyFields`),
+    applied on top of ``base`` (a new schedule's defaults when None).
+    """
     zone = check_timezone(timezone)
     parsed = check_timer(timer, zone, anchor)
     definition = Definition(
@@ -184,6 +223,6 @@ def build_definition(
             )
         ),
         options=dumps(check_options(parse_json("options", options or {}, dict, "a JSON object"))),
-        overlap=check_overlap(overlap),
+        policies=Policies.build(policies or {}, base),
     )
     return definition, parsed

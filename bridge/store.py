@@ -32,7 +32,8 @@ def upsert_insert(session: Session, table: type[Base]) -> postgresql.Insert | sq
 def insert_ignoring_duplicates(session: Session, row: dict[str, Any]) -> bool:
     """Insert a run record unless its id or occurrence key exists; True if inserted."""
     statement = upsert_insert(session, TaskExecution).values(row).on_conflict_do_nothing()
-    result = session.execute(statement)
+    # psycopg reports -1 for ON CONFLICT DO NOTHING unless asked to keep the count.
+    result = session.execute(statement.execution_options(preserve_rowcount=True))
     return bool(getattr(result, "rowcount", 0))
 
 

@@ -1,10 +1,16 @@
 """Keeping the table in step with the app's ``beat_schedule`` when beat starts.
 
 Entries are keyed by name. A new entry is inserted; an unchanged one keeps
-its ``nextrun`` and counters; a changed one takes the new definition; an
-entry gone from the configuration is disabled. Rows created through the API
-or the CLI are never touched. Every statement is a compare-and-set, so several
-beats starting at once converge on the same table.
+its ``nextrun`` and counters; a changed one takes the new definition (and a
+new first occurrence when its timer, zone, start or end changed); an entry
+gone from the configuration is disabled. Rows created through the API or the
+CLI are never touched. Every statement is a compare-and-set, so several beats
+starting at once converge on the same table.
+
+An entry's policies are under its ``"policies"`` key, with the keywords of
+:class:`~bridge.policy.PolicyFields`. ``remaining`` is a countdown that beat
+moves, so it is not compared: the entry's value is taken when the entry is
+new or another of its fields changes, and a beat restart does not reset it.
 """
 
 from __future__ import annotations
@@ -16,15 +22,21 @@ from typing import Any
 
 from celery import Celery
 from celery.schedules import crontab, schedule
-from sqlalchemy import and_, not_, select, update
+from sqlalchemy import ColumnElement, and_, not_, select, update
+from sqlalchemy.orm import Session
 
 from .config import Settings
 from .database import Database
 from .errors import ValidationError
 from .models import PeriodicTask, Source, utcnow
-from .spec import Definition, build_definition, first_occurrence
+from .spec import Definition, build_definition, require_occurrence
 from .store import upsert_insert
 from .timers import format_duration
+
+#: The columns whose change gives an entry a new first occurrence.
+TIMING_COLUMNS = ("timer", "timezone", "start_at", "end_at")
+#: Columns beat changes as it runs the schedule; a restart must not reset them.
+MOVING_COLUMNS = ("remaining",)
 
 logger = logging.getLogger("bridge.sync")
 
@@ -88,27 +100,44 @@ def timer_text(value: Any) -> str:
     )
 
 
-def entry_definition(app: Celery, entry: Mapping[str, Any], now: datetime) -> Definition:
-    definition, _timer = build_definition(
+def entry_definition(
+    app: Celery, entry: Mapping[str, Any], now: datetime
+) -> tuple[Definition, datetime]:
+    """The checked definition of a ``beat_schedule`` entry and its first occurrence after now."""
+    policies = entry.get("policies") or {}
+    if not isinstance(policies, Mapping):
+        raise ValidationError(
+            "policies", policies, "a mapping of policy keywords such as {'overlap': 'allow'}"
+        )
+    schedule_value = entry.get("schedule")
+    definition, timer = build_definition(
         task=entry.get("task"),
-        timer=timer_text(entry.get("schedule")),
+        timer=timer_text(schedule_value),
         timezone=app.conf.timezone or "UTC",
         anchor=now,
         args=entry.get("args") or [],
         kwargs=entry.get("kwargs") or {},
         options=entry.get("options") or {},
+        policies=policies,
     )
-    return definition
+    return definition, require_occurrence(timer, definition.policies, now, schedule_value)
+
+
+def _same(values: Mapping[str, Any]) -> ColumnElement[bool]:
+    """The row holds exactly these values (NULL matching NULL)."""
+    return and_(
+        *(getattr(PeriodicTask, key).is_not_distinct_from(value) for key, value in values.items())
+    )
 
 
 def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> None:
     """Upsert ``app.conf.beat_schedule`` into ``periodic_task``; see the module docstring."""
     entries: Mapping[str, Mapping[str, Any]] = app.conf.beat_schedule or {}
     now = utcnow()
-    definitions: dict[str, Definition] = {}
+    checked: dict[str, tuple[Definition, datetime]] = {}
     for name, entry in entries.items():
         try:
-            definitions[name] = entry_definition(app, entry, now)
+            checked[name] = entry_definition(app, entry, now)
         except Exception as exc:  # one malformed entry must not stop the others
             logger.error("bridge: beat_schedule entry %r refused: %s", name, exc)
 
@@ -116,11 +145,11 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
         owners = dict(
             session.execute(
                 select(PeriodicTask.name, PeriodicTask.source).where(
-                    PeriodicTask.name.in_(list(definitions))
+                    PeriodicTask.name.in_(list(checked))
                 )
             ).all()
         )
-        for name, definition in definitions.items():
+        for name, (definition, first) in checked.items():
             if owners.get(name, Source.CONFIG) != Source.CONFIG:
                 logger.warning(
                     "bridge: beat_schedule entry %r left alone: a schedule of that name "
@@ -128,48 +157,7 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
                     name,
                 )
                 continue
-            nextrun = first_occurrence(definition, now, now)
-            if nextrun is None:
-                logger.error("bridge: beat_schedule entry %r refused: no future occurrence", name)
-                continue
-            columns = definition.columns()
-            session.execute(
-                upsert_insert(session, PeriodicTask)
-                .values(
-                    definition.new_row(
-                        name,
-                        anchor=now,
-                        nextrun=nextrun,
-                        enabled=True,
-                        source=Source.CONFIG,
-                        now=now,
-                    )
-                )
-                .on_conflict_do_nothing(index_elements=["name"])
-            )
-            unchanged = and_(
-                *(getattr(PeriodicTask, key) == value for key, value in columns.items())
-            )
-            changed = session.execute(
-                update(PeriodicTask)
-                .where(
-                    PeriodicTask.name == name,
-                    PeriodicTask.source == Source.CONFIG.value,
-                    not_(unchanged),
-                )
-                .values(
-                    **columns, anchor=now, nextrun=nextrun, enabled=True, note=None, updated_at=now
-                )
-                .execution_options(synchronize_session=False)
-            )
-            if changed.rowcount:  # type: ignore[attr-defined]
-                logger.info("bridge: beat_schedule entry %r changed; definition updated", name)
-            session.execute(
-                update(PeriodicTask)
-                .where(PeriodicTask.name == name, PeriodicTask.note == REMOVED_NOTE)
-                .values(enabled=True, note=None, nextrun=nextrun, updated_at=now)
-                .execution_options(synchronize_session=False)
-            )
+            _upsert(session, name, definition, first, now)
         removed = session.execute(
             update(PeriodicTask)
             .where(
@@ -183,3 +171,45 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
         count = removed.rowcount  # type: ignore[attr-defined]
         if count:
             logger.info("bridge: disabled %d schedule(s) removed from beat_schedule", count)
+
+
+def _upsert(
+    session: Session, name: str, definition: Definition, first: datetime, now: datetime
+) -> None:
+    """Insert, retime, update or re-enable one entry's row, each as a compare-and-set."""
+    columns = definition.columns()
+    config_row = (PeriodicTask.name == name, PeriodicTask.source == Source.CONFIG.value)
+    session.execute(
+        upsert_insert(session, PeriodicTask)
+        .values(
+            definition.new_row(
+                name, anchor=now, first=first, enabled=True, source=Source.CONFIG, now=now
+            )
+        )
+        .on_conflict_do_nothing(index_elements=["name"])
+    )
+    changes: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = (
+        # A new timer, zone or bounds: a new first occurrence, counted from now.
+        (
+            {key: columns[key] for key in TIMING_COLUMNS},
+            {"anchor": now, "next_occurrence": first, "nextrun": first},
+        ),
+        # Anything else: the new values, the row keeps its place in time.
+        ({key: v for key, v in columns.items() if key not in MOVING_COLUMNS}, {}),
+    )
+    for compared, moves in changes:
+        changed = session.execute(
+            update(PeriodicTask)
+            .where(*config_row, not_(_same(compared)))
+            .values(**columns, **moves, enabled=True, note=None, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        if changed.rowcount:  # type: ignore[attr-defined]
+            logger.info("bridge: beat_schedule entry %r changed; definition updated", name)
+            break
+    session.execute(
+        update(PeriodicTask)
+        .where(*config_row, PeriodicTask.note == REMOVED_NOTE)
+        .values(enabled=True, note=None, next_occurrence=first, nextrun=first, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )

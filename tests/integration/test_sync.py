@@ -3,10 +3,12 @@ take what changed, disable what left, never touch API rows, converge under concu
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
 from celery import Celery
 from celery.schedules import crontab
 from sqlalchemy import update
@@ -85,8 +87,10 @@ def test_unchanged_keeps_state_changed_takes_new_definition_removed_is_disabled(
 
     # Back in the configuration: enabled again.
     api = sync(migrated, SCHEDULE)
-    assert api.get("text").enabled
-    assert api.get("text").note is None
+    back = api.get("text")
+    assert back.enabled
+    assert back.note is None
+    assert back.next_occurrence == back.nextrun
 
 
 def test_rows_created_through_the_api_are_never_touched(migrated: str) -> None:
@@ -113,3 +117,103 @@ def test_several_beats_starting_at_once_converge(migrated: str) -> None:
     assert [p.exitcode for p in processes] == [0, 0, 0, 0]
     api = Bridge(make_app({}), database_url=migrated)
     assert sorted(s.name for s in api.list()) == sorted(SCHEDULE)
+
+
+# ------------------------------------------------------------------------------ policies
+
+
+def with_policies(**policies: Any) -> dict[str, Any]:
+    """SCHEDULE with policies on its 'seconds' entry."""
+    return {**SCHEDULE, "seconds": {**SCHEDULE["seconds"], "policies": policies}}
+
+
+def test_entry_policies_are_stored(migrated: str) -> None:
+    """The 'policies' key takes the API's keywords, in their Python or text forms."""
+    start = datetime(2031, 1, 1, 9, tzinfo=UTC)
+    api = sync(
+        migrated,
+        with_policies(
+            overlap="allow",
+            catchup="all",
+            jitter=5,
+            start=start,
+            end="2032-01-01T00:00:00+00:00",
+            max_attempts=3,
+            backoff=["10s", "1m"],
+            expires="never",
+        ),
+    )
+    row = api.get("seconds")
+    assert (row.overlap, row.catchup, row.jitter, row.max_attempts) == ("allow", "all", 5.0, 3)
+    assert (row.backoff, row.expires, row.end_at) == (
+        "10s,1m",
+        "never",
+        datetime(2032, 1, 1, tzinfo=UTC),
+    )
+    # The first occurrence honours start: the first 30 s step at or after it.
+    assert row.nextrun == row.next_occurrence
+    assert row.nextrun is not None
+    assert start <= row.nextrun < start + timedelta(seconds=30)
+    assert api.get("delta").overlap == "skip"  # no policies: the defaults
+
+
+def test_a_bad_policy_refuses_only_its_entry(
+    migrated: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    schedule = {
+        **SCHEDULE,
+        "bad-overlap": {**SCHEDULE["text"], "policies": {"overlap": "sometimes"}},
+        "bad-keyword": {**SCHEDULE["text"], "policies": {"colour": "red"}},
+        "not-a-mapping": {**SCHEDULE["text"], "policies": ["allow"]},
+        "past-end": {**SCHEDULE["text"], "policies": {"end": "2020-01-01T00:00:00+00:00"}},
+    }
+    with caplog.at_level(logging.ERROR, logger="bridge.sync"):
+        api = sync(migrated, schedule)
+    assert sorted(s.name for s in api.list()) == sorted(SCHEDULE)
+    logged = caplog.text
+    assert "entry 'bad-overlap' refused: overlap: got 'sometimes'" in logged
+    assert "entry 'bad-keyword' refused: policy: got 'colour'" in logged
+    assert "entry 'not-a-mapping' refused: policies: got ['allow']" in logged
+    assert "entry 'past-end' refused: end: got '2020-01-01T00:00:00+00:00'" in logged
+
+
+def set_columns(url: str, name: str, **values: Any) -> None:
+    """What beat writes as the schedule runs."""
+    with database_for(url).session() as session:
+        session.execute(update(PeriodicTask).where(PeriodicTask.name == name).values(**values))
+
+
+def test_changed_policies_update_the_row_and_keep_its_place(migrated: str) -> None:
+    """A policy change is taken; the next run moves only when the timer or bounds change."""
+    api = sync(migrated, with_policies(overlap="allow", remaining=5))
+    before, untouched = api.get("seconds"), api.get("delta")
+    set_columns(migrated, "seconds", total_run_count=7, remaining=2)
+
+    # Unchanged (the countdown beat moved is not a change): everything kept.
+    api = sync(migrated, with_policies(overlap="allow", remaining=5))
+    kept = api.get("seconds")
+    assert (kept.remaining, kept.total_run_count) == (2, 7)
+    assert kept.updated_at == before.updated_at
+
+    # Another policy: taken as written (the countdown with it); the place in time stays.
+    api = sync(migrated, with_policies(overlap="replace", remaining=5, jitter="2s"))
+    changed = api.get("seconds")
+    assert (changed.overlap, changed.jitter, changed.remaining) == ("replace", 2.0, 5)
+    assert (changed.nextrun, changed.next_occurrence, changed.anchor) == (
+        before.nextrun,
+        before.next_occurrence,
+        before.anchor,
+    )
+    assert changed.total_run_count == 7
+    assert api.get("delta") == untouched
+
+    # A new start: a new first occurrence, counted from the start.
+    start = datetime(2031, 1, 1, tzinfo=UTC)
+    api = sync(migrated, with_policies(overlap="replace", remaining=5, jitter="2s", start=start))
+    moved = api.get("seconds")
+    assert moved.start_at == start
+    assert moved.next_occurrence == moved.nextrun
+    assert moved.nextrun is not None
+    assert start <= moved.nextrun < start + timedelta(seconds=30)
+    assert moved.anchor > before.anchor
+    assert moved.total_run_count == 7

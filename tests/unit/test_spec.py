@@ -1,7 +1,8 @@
 """Tests of the checks every schedule definition goes through, and of their refusals.
 
-Covers bridge.spec (definitions), bridge.config (settings lookup), bridge.sync.timer_text
-(``beat_schedule`` values into timer texts) and bridge.dispatch (run ids and payloads).
+Covers bridge.spec (definitions and their first occurrence), bridge.config (settings
+lookup), bridge.sync.timer_text (``beat_schedule`` values into timer texts) and
+bridge.dispatch (run ids and payloads).
 Each refusal must name the field and repeat the value, so a user can find and fix it.
 """
 
@@ -19,8 +20,17 @@ from celery.schedules import crontab, schedule, solar
 from bridge.config import DEFAULT_DATABASE_URL, Settings
 from bridge.dispatch import Payload, check_options, run_id_for
 from bridge.errors import ValidationError
-from bridge.spec import NAME_MAX, Definition, build_definition, check_name
+from bridge.policy import Overlap, Policies
+from bridge.spec import (
+    NAME_MAX,
+    Definition,
+    build_definition,
+    check_name,
+    next_in_bounds,
+    require_occurrence,
+)
 from bridge.sync import timer_text
+from bridge.timers import Timer, parse_timer
 
 ANCHOR = datetime(2026, 1, 1, tzinfo=UTC)
 KNOWN = frozenset({"workers.app.quick", "workers.app.slow"})
@@ -51,8 +61,8 @@ def build(**overrides: Any) -> Definition:
 # ------------------------------------------------------------------ build_definition
 
 
-def test_build_definition_defaults_are_empty_call_and_skip() -> None:
-    """Without args, kwargs or options the stored call is empty and overlap is skip."""
+def test_build_definition_defaults_are_empty_call_and_default_policies() -> None:
+    """Without args, kwargs, options or policies the stored call is empty, policies default."""
     definition = build()
     assert definition == Definition(
         task="workers.app.quick",
@@ -61,8 +71,9 @@ def test_build_definition_defaults_are_empty_call_and_skip() -> None:
         args="[]",
         kwargs="{}",
         options="{}",
-        overlap="skip",
+        policies=Policies(),
     )
+    assert definition.policies.overlap is Overlap.SKIP
 
 
 def test_build_definition_normalises_what_it_stores() -> None:
@@ -75,7 +86,7 @@ def test_build_definition_normalises_what_it_stores() -> None:
         args=(1, "two"),
         kwargs='{"b": 2, "a": 1}',
         options={"queue": "reports", "priority": 3},
-        overlap="allow",
+        policies={"overlap": "allow", "jitter": "1m", "end": "2027-01-01T01:00:00+01:00"},
         known_tasks=KNOWN,
     )
     assert definition.columns() == {
@@ -86,6 +97,16 @@ def test_build_definition_normalises_what_it_stores() -> None:
         "kwargs": '{"a":1,"b":2}',
         "options": '{"priority":3,"queue":"reports"}',
         "overlap": "allow",
+        "catchup": "latest",
+        "catchup_window": None,
+        "jitter": 60.0,
+        "start_at": None,
+        "end_at": datetime(2027, 1, 1, tzinfo=UTC),
+        "remaining": None,
+        "max_failures": None,
+        "max_attempts": 1,
+        "backoff": None,
+        "expires": "next",
     }
     assert timer.text == "every 1m30s"
     assert timer.next_after(ANCHOR) == ANCHOR + timedelta(seconds=90)
@@ -129,7 +150,9 @@ def test_build_definition_accepts_any_task_without_a_known_list() -> None:
         ({"kwargs": "{bad"}, "kwargs", "{bad"),
         ({"options": {"bogus": 1}}, "options", "bogus"),
         ({"options": {"headers": [1]}}, "options.headers", [1]),
-        ({"overlap": "sometimes"}, "overlap", "sometimes"),
+        ({"policies": {"overlap": "sometimes"}}, "overlap", "sometimes"),
+        ({"policies": {"max_attempts": 0}}, "max_attempts", 0),
+        ({"policies": {"colour": "red"}}, "policy", "colour"),
     ],
 )
 def test_build_definition_refusals_name_field_and_value(
@@ -158,6 +181,90 @@ def test_build_definition_refusal_repeats_json_text_as_given(field: str, text: s
     with pytest.raises(ValidationError) as caught:
         build(**{field: text})
     assert_refusal(caught.value, field, text)
+
+
+def test_build_definition_applies_policies_on_top_of_a_base() -> None:
+    """Keywords given replace the base's values; None and absent keywords keep them."""
+    base = Policies.build({"overlap": "allow", "remaining": 5})
+    definition = build(policies={"catchup": "all", "overlap": None}, base=base)
+    assert definition.policies == Policies.build(
+        {"overlap": "allow", "remaining": 5, "catchup": "all"}
+    )
+
+
+def test_new_row_starts_both_cursors_at_the_first_occurrence() -> None:
+    """nextrun and next_occurrence begin equal, the breaker at zero."""
+    first = ANCHOR + timedelta(seconds=30)
+    row = build().new_row("n", anchor=ANCHOR, first=first, enabled=True, source="api", now=ANCHOR)
+    assert (row["next_occurrence"], row["nextrun"], row["failure_streak"]) == (first, first, 0)
+    assert row["overlap"] == "skip"
+
+
+# ------------------------------------------------------------------ first occurrences
+
+HOURLY = parse_timer("@hourly", "UTC")
+NOW = datetime(2026, 6, 1, 10, 20, tzinfo=UTC)
+
+
+def bounds(start: datetime | None = None, end: datetime | None = None) -> Policies:
+    return Policies.build({"start": start or "none", "end": end or "none"})
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "first"),
+    [
+        (None, None, datetime(2026, 6, 1, 11, tzinfo=UTC)),
+        # A start in the past changes nothing.
+        (datetime(2026, 1, 1, tzinfo=UTC), None, datetime(2026, 6, 1, 11, tzinfo=UTC)),
+        # A start exactly on an occurrence includes it.
+        (datetime(2026, 6, 2, 9, tzinfo=UTC), None, datetime(2026, 6, 2, 9, tzinfo=UTC)),
+        # A start between occurrences moves to the next one.
+        (datetime(2026, 6, 2, 9, 1, tzinfo=UTC), None, datetime(2026, 6, 2, 10, tzinfo=UTC)),
+        # An end exactly on the first occurrence includes it.
+        (None, datetime(2026, 6, 1, 11, tzinfo=UTC), datetime(2026, 6, 1, 11, tzinfo=UTC)),
+        (None, datetime(2026, 6, 1, 10, 59, tzinfo=UTC), None),
+        (datetime(2026, 6, 2, 9, 1, tzinfo=UTC), datetime(2026, 6, 2, 9, 59, tzinfo=UTC), None),
+    ],
+)
+def test_next_in_bounds(
+    start: datetime | None, end: datetime | None, first: datetime | None
+) -> None:
+    """The first occurrence after now that is at or after start and at or before end."""
+    assert next_in_bounds(HOURLY, bounds(start, end), NOW) == first
+
+
+@pytest.mark.parametrize(
+    ("timer", "policies", "field", "value"),
+    [
+        (
+            parse_timer("at 2026-01-01T00:00:00+00:00"),
+            bounds(),
+            "timer",
+            "at 2026-01-01T00:00:00+00:00",
+        ),
+        (
+            parse_timer("at 2026-07-01T00:00:00+00:00"),
+            bounds(start=datetime(2026, 8, 1, tzinfo=UTC)),
+            "start",
+            "2026-08-01T00:00:00+00:00",
+        ),
+        (
+            HOURLY,
+            bounds(end=datetime(2026, 6, 1, 10, 30, tzinfo=UTC)),
+            "end",
+            "2026-06-01T10:30:00+00:00",
+        ),
+    ],
+)
+def test_require_occurrence_names_what_leaves_none(
+    timer: Timer, policies: Policies, field: str, value: str
+) -> None:
+    """The timer, the start or the end is blamed, whichever removes the last occurrence."""
+    with pytest.raises(ValidationError) as caught:
+        require_occurrence(timer, policies, NOW, timer.text)
+    assert_refusal(caught.value, field, value)
+    if field == "end":  # what would be accepted: the first occurrence
+        assert "2026-06-01T11:00:00+00:00" in caught.value.expected
 
 
 @pytest.mark.parametrize("name", ["", "   ", None, "x" * (NAME_MAX + 1)])

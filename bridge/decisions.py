@@ -61,6 +61,8 @@ class State:
     retry_attempt: int | None = None
     retry_at: datetime | None = None
     failure_streak: int = 0
+    #: When beat was due to act on the row (its ``nextrun`` as claimed).
+    nextrun: datetime | None = None
 
     @property
     def fixed_delay(self) -> bool:
@@ -320,7 +322,10 @@ def _due_occurrences(
     latest = timer.latest_at_or_before(last)
     assert latest is not None and latest >= first
     behind = count_occurrences(timer, first, latest)
-    trigger = Trigger.CATCHUP if behind > 1 else Trigger.SCHEDULED
+    # Overdue: more than one occurrence behind, or still working off a backlog
+    # (the row waited for a run to end and was woken after its fire time).
+    woken_late = state.nextrun is not None and state.nextrun > fire_time(state, first)
+    trigger = Trigger.CATCHUP if behind > 1 or woken_late else Trigger.SCHEDULED
     following = timer.next_after(latest)
 
     in_window = first

@@ -50,6 +50,7 @@ def state_of(row: PeriodicTask) -> State:
         retry_attempt=row.retry_attempt,
         retry_at=row.retry_at,
         failure_streak=row.failure_streak,
+        nextrun=row.nextrun,
     )
 
 
@@ -106,7 +107,7 @@ def _set_nextrun(session: Session, row: PeriodicTask, now: datetime, waiting: bo
     if (waiting or row.held is not None) and not _has_open_runs(session, row.id):
         nextrun = now
     row.nextrun = nextrun
-    if nextrun is None and row.held is None and not waiting:
+    if row.held is None and row.retry_at is None and not waiting:
         note = finish_note(state, row.next_occurrence, row.remaining)
         if note is not None:
             row.enabled = False
@@ -172,5 +173,8 @@ def settle_runs(session: Session, run_ids: list[str], now: datetime) -> None:
             row.broken = True
             row.note = result.broken_note
             row.updated_at = now
-        if row.enabled and (result.retry or result.next_occurrence or result.wake):
+        if row.enabled and (result.retry or result.next_occurrence):
             _set_nextrun(session, row, now)
+        if row.enabled and result.wake:
+            # Work waiting for this run's end may go now.
+            row.nextrun = now if row.nextrun is None else min(row.nextrun, now)

@@ -221,6 +221,9 @@ def test_catchup_all_sends_owed_occurrences_one_after_another(overlap: str) -> N
     )
     assert busy.sends == [] and busy.revoke == []
     assert (busy.next_occurrence, busy.waiting, busy.skipped) == (at(20), True, 0)
+    # Woken by the end of that run when only the last owed occurrence is left: still catch-up.
+    last = State(1, EVERY_10S, Policies.build({"catchup": "all"}), at(30), nextrun=at(38))
+    assert decide(last, at(38), []).sends == [Send(at(30), Trigger.CATCHUP)]
 
 
 def test_a_due_retry_waits_for_an_open_run_unless_overlap_allows() -> None:

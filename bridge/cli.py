@@ -165,7 +165,8 @@ POLICY_HELP = {
     ),
     "jitter": (
         "DURATION",
-        "Delay each occurrence by a random part of this (e.g. 30s), never past the next one. "
+        "Delay each occurrence by up to this (e.g. 30s), an offset fixed per occurrence, "
+        "never past the next one. "
         "Default: 0s.",
     ),
     "start": (

@@ -15,7 +15,7 @@ owed sooner, or when a held run may start.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from .models import RunStatus, Trigger
@@ -247,14 +247,16 @@ def decide(state: State, now: datetime, live: list[OpenRun]) -> Plan:
             if live
             else "a run was just started"
         )
-        if policies.overlap is Overlap.SKIP:
-            skipped, reason, due = len(due), blocking, []
+        if policies.overlap is Overlap.REPLACE and live:
+            revoke = [run.id for run in live]
         elif policies.overlap is Overlap.BUFFER_ONE:
             if held is None:
                 held, due = due[-1], due[:-1]
             skipped, reason, due = len(due), f"{blocking} and one occurrence is held", []
-        elif policies.overlap is Overlap.REPLACE:
-            revoke = [run.id for run in live]
+        elif policies.overlap is not Overlap.ALLOW:
+            # Skip, or replace of a run sent in this same decision (a retry, a
+            # held run), which has nothing open to revoke yet.
+            skipped, reason, due = len(due), blocking, []
     sends.extend(Send(plan, trigger) for plan in due)
     if remaining is not None:
         remaining -= len(due)
@@ -378,6 +380,8 @@ class Settlement:
     next_occurrence: datetime | None = None
     #: Wake beat now: a held occurrence may start.
     wake: bool = False
+    #: The schedule is done (a fixed delay whose next run would pass its end).
+    finish_note: str | None = None
 
 
 #: The triggers of runs the schedule's policies govern.
@@ -407,15 +411,15 @@ def settle(state: State, outcome: Outcome, is_latest: bool, now: datetime) -> Se
         if policies.max_failures is not None and streak >= policies.max_failures:
             last_error = (outcome.error or outcome.status.value).splitlines()[0]
             note = f"broken: {streak} consecutive failed runs; last error: {last_error}"
-        return Settlement(
+        return replace(
+            _after_completion(state, outcome, is_latest),
             failure_streak=streak,
             broken_note=note,
-            next_occurrence=_after_completion(state, outcome, is_latest),
             wake=wake,
         )
-    return Settlement(
+    return replace(
+        _after_completion(state, outcome, is_latest),
         failure_streak=0 if outcome.status is RunStatus.SUCCESS else None,
-        next_occurrence=_after_completion(state, outcome, is_latest),
         wake=wake,
     )
 
@@ -427,11 +431,15 @@ def _owes_work(state: State, now: datetime) -> bool:
     return retry_due or overdue
 
 
-def _after_completion(state: State, outcome: Outcome, is_latest: bool) -> datetime | None:
+def _after_completion(state: State, outcome: Outcome, is_latest: bool) -> Settlement:
+    """A fixed delay's next occurrence, one interval after its latest run ended."""
     if not (state.fixed_delay and is_latest and state.next_occurrence is None):
-        return None
+        return Settlement()
     assert isinstance(state.timer, IntervalTimer)
-    return bounded_occurrence(state, outcome.finished_at + state.timer.interval)
+    following = bounded_occurrence(state, outcome.finished_at + state.timer.interval)
+    if following is None:
+        return Settlement(finish_note=NOTE_PAST_END)
+    return Settlement(next_occurrence=following)
 
 
 def wait_seconds(next_due: datetime | None, now: datetime, ceiling: float) -> float:

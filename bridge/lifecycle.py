@@ -9,6 +9,7 @@ what their decision owns, so neither undoes the other.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from sqlalchemy import func, select
@@ -28,6 +29,8 @@ from .decisions import (
 from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution, Trigger
 from .policy import Policies
 from .spec import check_timer, check_timezone
+
+logger = logging.getLogger("bridge.lifecycle")
 
 
 def state_of(row: PeriodicTask) -> State:
@@ -169,9 +172,11 @@ def settle_runs(session: Session, run_ids: list[str], now: datetime) -> None:
         if result.next_occurrence is not None:
             row.next_occurrence = result.next_occurrence
         if result.broken_note is not None:
-            row.enabled = False
             row.broken = True
-            row.note = result.broken_note
+            logger.warning("bridge: schedule %r %s", row.name, result.broken_note)
+        if result.broken_note or result.finish_note:
+            row.enabled = False
+            row.note = result.broken_note or result.finish_note
             row.updated_at = now
         if row.enabled and (result.retry or result.next_occurrence):
             _set_nextrun(session, row, now)

@@ -343,7 +343,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         stale = self.settings.stale_run_seconds
         reason = _lost_reason(stale)
         for run_id, name in self.store.sweep_stale(now, timedelta(seconds=stale), reason):
-            logger.warning("bridge: run %s of %r marked LOST: %s", run_id, name, reason)
+            owner = "no schedule" if name is None else repr(name)
+            logger.warning("bridge: run %s of %s marked LOST: %s", run_id, owner, reason)
 
     # -- outages, signals, config -------------------------------------------
 

@@ -43,6 +43,16 @@ logger = logging.getLogger("bridge.sync")
 #: The note on a config row whose entry left ``beat_schedule``.
 REMOVED_NOTE = "disabled: removed from beat_schedule"
 
+#: A changed entry starts afresh: not broken, no streak, nothing held or owed.
+FRESH_STATE = {
+    "broken": False,
+    "failure_streak": 0,
+    "held": None,
+    "retry_plan": None,
+    "retry_attempt": None,
+    "retry_at": None,
+}
+
 
 def _cron_field(value: Any) -> str:
     """One crontab field as cron text: Celery keeps what it was given (text, a number or a set)."""
@@ -201,7 +211,7 @@ def _upsert(
         changed = session.execute(
             update(PeriodicTask)
             .where(*config_row, not_(_same(compared)))
-            .values(**columns, **moves, enabled=True, note=None, updated_at=now)
+            .values(**columns, **moves, **FRESH_STATE, enabled=True, note=None, updated_at=now)
             .execution_options(synchronize_session=False)
         )
         if changed.rowcount:  # type: ignore[attr-defined]

@@ -344,6 +344,22 @@ def test_the_end_of_a_run_wakes_owed_work_and_only_one_retry_is_owed() -> None:
     assert result.retry is None and result.failure_streak == 1
 
 
+def test_replace_never_runs_a_just_sent_retry_beside_a_new_occurrence() -> None:
+    retry = (at(0), 2, at(10))
+    plan = decide(state(overlap="replace", retry=retry), at(10), [])
+    assert plan.sends == [Send(at(0), Trigger.RETRY, 2)]
+    assert plan.skipped == 1 and plan.revoke == []
+
+
+def test_a_fixed_delay_whose_next_run_would_pass_its_end_finishes() -> None:
+    timer = parse_timer("every 10s after completion", "UTC", T0)
+    ending = State(1, timer, Policies.build({"end": at(20).isoformat()}), None)
+    finished = Outcome(Trigger.SCHEDULED, RunStatus.SUCCESS, at(10), 1, at(15))
+    result = settle(ending, finished, True, at(15))
+    assert result.next_occurrence is None
+    assert result.finish_note == NOTE_PAST_END
+
+
 # ----------------------------------------------------------------------- wait_seconds
 
 

@@ -198,7 +198,15 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self._disable_bad_row(row, now, str(exc))
             return
 
-        live = self._live_runs(row, now)
+        live, gave_up = self._live_runs(row, now)
+        if gave_up:
+            # Settling the lost runs may have broken the schedule or owed a retry.
+            assert row.marked is not None
+            fresh = self.store.reread(row.id, self.instance, row.marked)
+            if fresh is None or not fresh.enabled:
+                self.store.release(self.instance, [row.id])
+                return
+            row, state = fresh, state_of(fresh)
         # Runs recorded by a fire of this row that did not finish (a crash, a
         # broker failure, a lost mark) are this fire's own work, not overlap.
         own = [run for run in live if _recorded_by_unfinished_fire(state, run)]
@@ -305,8 +313,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             *connection.channel_errors,
         )
 
-    def _live_runs(self, row: PeriodicTask, now: datetime) -> list[OpenRun]:
-        """Open runs of the schedule, after giving up on the stale ones."""
+    def _live_runs(self, row: PeriodicTask, now: datetime) -> tuple[list[OpenRun], bool]:
+        """Open runs of the schedule, after giving up on the stale ones (True if any)."""
         live, stale = split_stale(
             self.store.open_runs(row.id), now, timedelta(seconds=self.settings.stale_run_seconds)
         )
@@ -315,7 +323,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self.store.finish_runs([run.id for run in stale], RunStatus.LOST, now, reason)
             for run in stale:
                 logger.warning("bridge: run %s of %r marked LOST: %s", run.id, row.name, reason)
-        return live
+        return live, bool(stale)
 
     def _advance(self, row: PeriodicTask, plan: Plan, run_ids: list[str], now: datetime) -> None:
         """Move the row's cursor and clear the mark, unless the mark was taken over."""

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, or_, select, update
+from sqlalchemy import Select, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -35,6 +35,15 @@ def insert_ignoring_duplicates(session: Session, row: dict[str, Any]) -> bool:
     # psycopg reports -1 for ON CONFLICT DO NOTHING unless asked to keep the count.
     result = session.execute(statement.execution_options(preserve_rowcount=True))
     return bool(getattr(result, "rowcount", 0))
+
+
+def _held_row(schedule_id: int, instance: str, marked: datetime) -> Select[PeriodicTask]:
+    """The row, if the mark on it is still exactly the one ``instance`` wrote."""
+    return select(PeriodicTask).where(
+        PeriodicTask.id == schedule_id,
+        PeriodicTask.worker == instance,
+        PeriodicTask.marked == marked,
+    )
 
 
 class Store:
@@ -160,16 +169,13 @@ class Store:
         ``marked``), so a mark taken over by another instance fails it.
         """
         with self.database.session() as session:
-            row = session.scalar(
-                select(PeriodicTask)
-                .where(
-                    PeriodicTask.id == schedule_id,
-                    PeriodicTask.worker == instance,
-                    PeriodicTask.marked == marked,
-                )
-                .with_for_update()
-            )
+            row = session.scalar(_held_row(schedule_id, instance, marked).with_for_update())
             yield None if row is None else (session, row)
+
+    def reread(self, schedule_id: int, instance: str, marked: datetime) -> PeriodicTask | None:
+        """The row as it is now, while this instance's mark on it holds, else None."""
+        with self.database.session() as session:
+            return session.scalar(_held_row(schedule_id, instance, marked))
 
     def sweep_stale(
         self, now: datetime, stale_after: timedelta, reason: str

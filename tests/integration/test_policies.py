@@ -461,14 +461,6 @@ def test_breaker_and_retries(pg_env: Env) -> None:
     broken_runs = history(env, "brk")
     assert [(r["status"], r["trigger"]) for r in broken_runs] == [("FAILURE", "scheduled")] * 3
 
-    # A LOST run is a failed occurrence too.
-    wait_for(lambda: db_schedule(env, "brk-lost").broken, 30, what="brk-lost to break")
-    [lost] = history(env, "brk-lost")
-    assert lost["status"] == "LOST", lost
-    info = show(env, "brk-lost")
-    assert info["enabled"] is False, info
-    assert str(info["note"]).startswith("broken") and str(lost["error"]) in info["note"], info
-
     # Retries: one occurrence, attempts 1..N, each after its backoff; counted once.
     for name, attempts, delays in (("retry-list", 3, [1, 2]), ("retry-exp", 4, [1, 2, 2])):
         runs = history(env, name)
@@ -492,6 +484,17 @@ def test_breaker_and_retries(pg_env: Env) -> None:
     info = show(env, "brk")
     assert info["broken"] is False and info["enabled"] is True, info
     assert info["failure_streak"] == 0, info
+
+    # A LOST run is a failed occurrence too: with max-failures 1 it breaks the schedule,
+    # and nothing more is sent.
+    wait_for(lambda: db_schedule(env, "brk-lost").broken, 30, what="brk-lost to break")
+    lost_runs = history(env, "brk-lost")
+    info = show(env, "brk-lost")
+    assert info["enabled"] is False, info
+    assert str(info["note"]).startswith("broken"), info
+    assert str(lost_runs[0]["error"]) in info["note"], (lost_runs[0], info)
+    runs = [(iso(r["plan_time"]), r["status"], r["trigger"]) for r in lost_runs]
+    assert [status for _, status, _ in runs] == ["LOST"], runs
     cold_stop(worker)  # brk-lost's run is still sleeping
 
 

@@ -500,8 +500,9 @@ class Bridge:
             blocking = open_runs[0]
             raise RunSkipped(command, schedule.name, blocking.id, blocking.status)
         run_ids = [run.id for run in open_runs]
-        dispatch.revoke(app, run_ids)
+        # Recorded first, so the record says why rather than "terminated".
         store.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason)
+        dispatch.revoke(app, run_ids)
 
     def _send(
         self,

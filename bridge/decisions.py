@@ -69,7 +69,7 @@ class State:
         return isinstance(self.timer, IntervalTimer) and self.timer.after_completion
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class Send:
     """A run to record and publish."""
 
@@ -185,12 +185,20 @@ def split_stale(
 
     A run whose status has not changed for ``stale_after`` has outlived any
     worker that could finish it; left alone it would block its schedule forever.
+    A scheduled run still ``PENDING`` never went to a worker: beat sends it
+    when it resumes the fire that recorded it.
     """
     live: list[OpenRun] = []
     stale: list[OpenRun] = []
     for run in runs:
-        (stale if now - run.updated_at > stale_after else live).append(run)
+        silent = now - run.updated_at > stale_after and not awaits_beat(run.status, run.trigger)
+        (stale if silent else live).append(run)
     return live, stale
+
+
+def awaits_beat(status: str, trigger: str) -> bool:
+    """A run beat recorded but has not sent yet: beat resumes it; it is never lost."""
+    return status == RunStatus.PENDING and trigger in SCHEDULED_TRIGGERS
 
 
 def decide(state: State, now: datetime, live: list[OpenRun]) -> Plan:
@@ -284,13 +292,11 @@ def resume(state: State, recorded: list[OpenRun]) -> Plan:
     sent as they are, and the cursor moves past them, before anything new is
     decided. This keeps one run per occurrence whatever instance resumes.
     """
-    sends = [
+    sends = sorted(
         Send(run.plan_time, Trigger(run.trigger), run.attempt)
-        for run in sorted(
-            recorded, key=lambda run: (run.plan_time or state.next_occurrence, run.attempt)
-        )
+        for run in recorded
         if run.plan_time is not None
-    ]
+    )
     retries = [send for send in sends if send.trigger is Trigger.RETRY]
     occurrences_sent = [send.plan_time for send in sends if send.trigger is not Trigger.RETRY]
     next_occurrence = state.next_occurrence
@@ -403,7 +409,10 @@ def settle(state: State, outcome: Outcome, is_latest: bool, now: datetime) -> Se
         return Settlement(wake=wake)
     policies = state.policies
     if outcome.status in (RunStatus.FAILURE, RunStatus.LOST):
-        if outcome.attempt < policies.max_attempts and state.retry_plan is None:
+        owed = (state.retry_plan, state.retry_attempt)
+        # The owed retry is this very attempt when it fails before beat clears it.
+        free = state.retry_plan is None or owed == (outcome.plan_time, outcome.attempt)
+        if outcome.attempt < policies.max_attempts and free:
             retry_at = outcome.finished_at + policies.retry_delay(outcome.attempt)
             return Settlement(retry=(outcome.plan_time, outcome.attempt + 1, retry_at), wake=wake)
         streak = state.failure_streak + 1

@@ -10,6 +10,7 @@ what their decision owns, so neither undoes the other.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import datetime
 
 from sqlalchemy import func, select
@@ -17,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from .decisions import (
     FINISHED_NOTES,
+    SCHEDULED_TRIGGERS,
     Outcome,
     Plan,
     State,
@@ -29,6 +31,7 @@ from .decisions import (
 from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution, Trigger
 from .policy import Policies
 from .spec import check_timer, check_timezone
+from .timers import IntervalTimer
 
 logger = logging.getLogger("bridge.lifecycle")
 
@@ -43,6 +46,11 @@ def state_of(row: PeriodicTask) -> State:
     next_occurrence = row.next_occurrence
     if next_occurrence is None and row.nextrun is not None and row.retry_at is None:
         next_occurrence = first_at_or_after(timer, row.nextrun)
+    elif next_occurrence is not None and not (
+        isinstance(timer, IntervalTimer) and timer.after_completion
+    ):
+        # On the timer's grid, whatever wrote it (an edit racing a fire, SQL).
+        next_occurrence = first_at_or_after(timer, next_occurrence)
     return State(
         schedule_id=row.id,
         timer=timer,
@@ -57,25 +65,41 @@ def state_of(row: PeriodicTask) -> State:
     )
 
 
+#: The columns an edit changes that the cursor is computed from.
+_TIMING = ("timer", "timezone", "anchor", "start_at", "end_at")
+
+
 def apply_plan(
-    session: Session, row: PeriodicTask, plan: Plan, sent: list[str], now: datetime
+    session: Session,
+    row: PeriodicTask,
+    claimed: PeriodicTask,
+    plan: Plan,
+    sent: list[str],
+    now: datetime,
 ) -> None:
     """Write a plan's outcome onto ``row`` (locked by the caller) and clear the mark.
 
-    ``sent`` are the ids of the runs sent for the plan, the last one last.
+    ``claimed`` is the row as beat read it when it claimed it, and ``sent``
+    the ids of the runs sent for the plan, the last one last. An edit made
+    meanwhile (a new timer, bounds or remaining runs) wins over the plan.
     """
-    current = state_of(row)
-    next_occurrence = plan.next_occurrence
-    if sent and current.fixed_delay and next_occurrence is None:
-        # A quick worker may have finished the run already: its end starts the delay.
-        outcome = _outcome_of(session, sent[-1])
-        if outcome is not None:
-            next_occurrence = settle(current, outcome, True, now).next_occurrence
-    row.next_occurrence = next_occurrence
+    edited = any(getattr(row, column) != getattr(claimed, column) for column in _TIMING)
+    if not edited:
+        row.next_occurrence = plan.next_occurrence
+        current = replace(state_of(row), next_occurrence=plan.next_occurrence)
+        if sent and current.fixed_delay and plan.next_occurrence is None:
+            # A quick worker may have finished the run already: its end starts the delay.
+            outcome = _outcome_of(session, sent[-1])
+            if outcome is not None:
+                done = settle(current, outcome, True, now)
+                row.next_occurrence = done.next_occurrence
+                if done.finish_note is not None:
+                    row.enabled, row.note = False, done.finish_note
     row.held = plan.held
     if plan.sent_retry is not None and row.retry_attempt == plan.sent_retry:
         row.retry_plan = row.retry_attempt = row.retry_at = None
-    row.remaining = plan.remaining
+    if row.remaining == claimed.remaining:
+        row.remaining = plan.remaining
     row.skipped_count += plan.skipped
     row.missed_count += plan.missed
     if sent:
@@ -131,8 +155,13 @@ def _has_open_runs(session: Session, schedule_id: int) -> bool:
 
 
 def _outcome_of(session: Session, run_id: str) -> Outcome | None:
-    """The run as an :class:`Outcome` if it is final, else None."""
-    run = session.get(TaskExecution, run_id, with_for_update=True)
+    """The run as an :class:`Outcome` if it is final, else None.
+
+    Read without a lock: beat holds the schedule's row here while a worker
+    may hold the run's, and locking both ways round could deadlock. A worker
+    that finishes the run after this read settles it itself.
+    """
+    run = session.get(TaskExecution, run_id)
     if run is None or RunStatus(run.status) in NON_FINAL_STATUSES:
         return None
     return Outcome(
@@ -142,6 +171,24 @@ def _outcome_of(session: Session, run_id: str) -> Outcome | None:
         attempt=run.attempt,
         finished_at=run.finished_at or run.updated_at,
         error=run.error,
+    )
+
+
+def _latest_scheduled(session: Session, row: PeriodicTask, state: State) -> str | None:
+    """The id of the schedule's latest scheduled run, whose end starts a fixed delay.
+
+    Only asked for fixed-delay schedules; manual and backfill runs do not count.
+    """
+    if not state.fixed_delay:
+        return None
+    return session.scalar(
+        select(TaskExecution.id)
+        .where(
+            TaskExecution.periodic_task_id == row.id,
+            TaskExecution.trigger.in_(list(SCHEDULED_TRIGGERS)),
+        )
+        .order_by(TaskExecution.plan_time.desc(), TaskExecution.attempt.desc())
+        .limit(1)
     )
 
 
@@ -161,7 +208,7 @@ def settle_runs(session: Session, run_ids: list[str], now: datetime) -> None:
             state = state_of(row)
         except ValueError:
             continue  # a bad row: beat disables it with the reason when it comes due
-        result = settle(state, outcome, row.last_run_id == run_id, now)
+        result = settle(state, outcome, _latest_scheduled(session, row, state) == run_id, now)
         if result.retry is not None and (row.enabled or row.note in FINISHED_NOTES):
             # A schedule that finished with this run (its last occurrence)
             # comes back for the retry, and finishes again after it.

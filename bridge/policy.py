@@ -52,6 +52,12 @@ class Catchup(enum.StrEnum):
 EXPIRES_NEXT = "next"
 EXPIRES_NEVER = "never"
 
+#: The longest duration a policy takes; longer ones are a mistake and would
+#: overflow the date arithmetic of the decisions.
+LONGEST = timedelta(days=3650)
+#: The size of the ``backoff`` column.
+BACKOFF_MAX_CHARS = 200
+
 #: Words that clear an optional policy (``--end none``).
 _CLEAR = {"", "none", "null"}
 
@@ -105,7 +111,11 @@ class Backoff:
             raise ValidationError("backoff", value, expected) from None
         if exponential and delays[0] > delays[1]:
             raise ValidationError("backoff", value, "a first delay no longer than the cap")
-        return cls(delays, exponential)
+        backoff = cls(delays, exponential)
+        if max(delays) > LONGEST or len(backoff.text) > BACKOFF_MAX_CHARS:
+            limit = f"at most {BACKOFF_MAX_CHARS} characters of delays of at most 3650d each"
+            raise ValidationError("backoff", value, limit)
+        return backoff
 
     @property
     def text(self) -> str:
@@ -289,7 +299,7 @@ _DURATION_HELP = "a duration such as '30s', '5m' or '1h30m'"
 
 
 def _duration(field: str, optional: bool, allow_zero: bool = False) -> Any:
-    expected = _DURATION_HELP + (" or 'none'" if optional else "")
+    expected = _DURATION_HELP + " of at most 3650d" + (" or 'none'" if optional else "")
 
     def check(value: Any) -> timedelta | None:
         if optional and isinstance(value, str) and value.strip().lower() in _CLEAR:
@@ -297,7 +307,7 @@ def _duration(field: str, optional: bool, allow_zero: bool = False) -> Any:
         if isinstance(value, timedelta):
             delta = value
         elif isinstance(value, int | float) and not isinstance(value, bool):
-            if value != value or value in (float("inf"), float("-inf")):
+            if not LONGEST.total_seconds() >= value >= 0:  # also refuses NaN
                 raise ValidationError(field, value, expected)
             delta = timedelta(seconds=value)
         elif isinstance(value, str):
@@ -310,7 +320,7 @@ def _duration(field: str, optional: bool, allow_zero: bool = False) -> Any:
                 raise ValidationError(field, value, expected) from None
         else:
             raise ValidationError(field, value, expected)
-        if delta < timedelta(0) or (delta == timedelta(0) and not allow_zero):
+        if not timedelta(0) <= delta <= LONGEST or (delta == timedelta(0) and not allow_zero):
             raise ValidationError(field, value, expected)
         return delta
 
@@ -348,7 +358,7 @@ def _count(field: str, optional: bool) -> Any:
         if optional and isinstance(value, str) and value.strip().lower() in _CLEAR:
             return None
         number = value
-        if isinstance(value, str) and value.strip().isdigit():
+        if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
             number = int(value.strip())
         if not isinstance(number, int) or isinstance(number, bool) or number < 1:
             raise ValidationError(field, value, expected)

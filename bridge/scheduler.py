@@ -210,11 +210,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         # Runs recorded by a fire of this row that did not finish (a crash, a
         # broker failure, a lost mark) are this fire's own work, not overlap.
         own = [run for run in live if _recorded_by_unfinished_fire(state, run)]
-        unsent = [run for run in own if run.status == RunStatus.PENDING]
-        if unsent:
-            plan = resume(state, unsent)
-        else:
-            plan = decide(state, now, [run for run in live if run not in own])
+        plan = resume(state, own) if own else decide(state, now, live)
         sends = plan.sends
         if plan.skipped:
             logger.info(
@@ -230,15 +226,19 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self._revoke(row, plan.revoke, run_ids[0] if run_ids else None)
         following = None if state.fixed_delay else state.timer.next_after(now)
         expires = state.policies.expiry(now, following)
+        ours = {run.id for run in own}
         for send, run_id in zip(sends, run_ids, strict=True):
-            self.store.record_run(
+            recorded = self.store.record_run(
                 dispatch.new_run(
                     row.id, row.task, send.plan_time, send.trigger, now, attempt=send.attempt
                 )
             )
+            if recorded:
+                ours.add(run_id)
             if self.store.run_status(run_id) == RunStatus.PENDING:
                 self._publish(row, payload, run_id, send, expires)
-        self._advance(row, plan, run_ids, now)
+        # A record someone else made for the occurrence (a backfill) stays theirs.
+        self._advance(row, plan, [run_id for run_id in run_ids if run_id in ours], now)
 
     def _publish(
         self,
@@ -288,14 +288,18 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         )
 
     def _revoke(self, row: PeriodicTask, run_ids: list[str], replacement: str | None) -> None:
-        """Overlap ``replace``: terminate the open runs and record them REVOKED."""
+        """Overlap ``replace``: record the open runs REVOKED, then terminate them.
+
+        Recorded first, so the record says why: a worker terminating the run
+        would otherwise record it as merely "terminated".
+        """
+        reason = f"replaced by run {replacement}"
+        self.store.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason)
         try:
             dispatch.revoke(self.app, run_ids)
         except self._connection_errors() as exc:
-            logger.error("bridge: could not revoke runs of %r: %s; will retry", row.name, exc)
+            logger.error("bridge: could not revoke runs of %r: %s", row.name, exc)
             raise PublishFailed() from exc
-        reason = f"replaced by run {replacement}"
-        self.store.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason)
         for run_id in run_ids:
             logger.info("bridge: revoked run %s of %r: %s", run_id, row.name, reason)
 
@@ -333,7 +337,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                 logger.warning("bridge: lost the mark on %r before advancing it", row.name)
             else:
                 session, current = held
-                apply_plan(session, current, plan, run_ids, now)
+                apply_plan(session, current, row, plan, run_ids, now)
                 if not current.enabled:
                     logger.info("bridge: schedule %r %s", row.name, current.note)
         if held is None:

@@ -17,7 +17,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from .database import Database
-from .decisions import OpenRun
+from .decisions import SCHEDULED_TRIGGERS, OpenRun
 from .lifecycle import settle_runs
 from .models import NON_FINAL_STATUSES, Base, PeriodicTask, RunStatus, TaskExecution
 
@@ -195,6 +195,11 @@ class Store:
                     .where(
                         TaskExecution.status.in_(NON_FINAL_STATUSES),
                         TaskExecution.updated_at < now - stale_after,
+                        # Beat's unsent records are resumed, never lost.
+                        or_(
+                            TaskExecution.status != RunStatus.PENDING,
+                            TaskExecution.trigger.not_in(list(SCHEDULED_TRIGGERS)),
+                        ),
                     )
                 )
             ]

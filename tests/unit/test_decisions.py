@@ -360,6 +360,14 @@ def test_a_fixed_delay_whose_next_run_would_pass_its_end_finishes() -> None:
     assert result.finish_note == NOTE_PAST_END
 
 
+def test_an_owed_retry_that_fails_before_beat_clears_it_still_owes_the_next() -> None:
+    """Attempt 2 fails so fast that the row still names it as the owed retry."""
+    retrying = state(max_attempts=3, max_failures=1, retry=(at(10), 2, at(12)))
+    result = settle(retrying, failed(2), True, at(14))
+    assert result.retry == (at(10), 3, at(12))
+    assert result.failure_streak is None and result.broken_note is None
+
+
 # ----------------------------------------------------------------------- wait_seconds
 
 

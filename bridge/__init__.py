@@ -17,11 +17,13 @@ from .errors import (
     SendFailed,
     ValidationError,
 )
+from .task import BridgeTask
 
 __all__ = [
     "Backfill",
     "Bridge",
     "BridgeError",
+    "BridgeTask",
     "DuplicateSchedule",
     "Run",
     "RunSkipped",

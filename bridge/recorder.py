@@ -41,6 +41,11 @@ logger = logging.getLogger("bridge.recorder")
 
 #: Statuses a worker may move a run out of (it never reopens a final run).
 _OPEN = [status.value for status in NON_FINAL_STATUSES]
+#: Statuses of a run no delivery has started yet (a RETRY waits for its next delivery).
+_NOT_STARTED = [RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED, RunStatus.RETRY]
+#: Set on the request of a delivery :class:`bridge.task.BridgeTask` dropped as a
+#: duplicate: the recorder then records nothing for it.
+DUPLICATE = "bridge_duplicate"
 
 
 def sent_by_bridge(headers: Mapping[str, Any] | None) -> bool:
@@ -85,6 +90,9 @@ class Recorder:
             # This runs in the worker's consumer: waiting out a database hiccup
             # here would stall every task. STARTED follows and corrects it.
             retry=False,
+            # Never back from STARTED: a second delivery of a running run
+            # must not make it look unstarted.
+            moves_from=[RunStatus.PENDING, RunStatus.SENT],
         )
 
     def on_prerun(self, task_id: str, task: Any, **_: Any) -> None:
@@ -92,6 +100,8 @@ class Recorder:
             return
         with self._lock:
             self._started[task_id] = time.monotonic()
+        if getattr(task, "starts_once", False):
+            return  # a BridgeTask records its start itself, as a compare-and-set
         self._write(
             task_id,
             task.name,
@@ -114,7 +124,7 @@ class Recorder:
 
     def on_success(self, sender: Any, result: Any = None, **_: Any) -> None:
         request = sender.request
-        if not self.wants(request.headers):
+        if not self.wants(request.headers) or getattr(request, DUPLICATE, False):
             return
         self._finish(request.id, sender.name, request.headers, RunStatus.SUCCESS, result=result)
 
@@ -126,7 +136,7 @@ class Recorder:
         # A failure the worker's main process reports (a killed child, a hard
         # time limit) comes without the message headers: update the run if it
         # is one of ours, which costs one statement for any other task.
-        if headers is not None and not self.wants(headers):
+        if (headers is not None and not self.wants(headers)) or getattr(request, DUPLICATE, False):
             return
         limit = self.settings.summary_max_chars
         self._finish(
@@ -149,6 +159,38 @@ class Recorder:
         task = str(getattr(request, "task_name", None) or getattr(request, "task", ""))
         reason = "expired" if expired else "terminated" if terminated else "revoked"
         self._finish(request.id, task, headers, RunStatus.REVOKED, error=reason)
+
+    # -- effectively once ----------------------------------------------------------
+
+    def start_once(self, run_id: str, worker: str | None) -> bool:
+        """Record that this delivery starts the run, if no other has; True to run the body.
+
+        The compare-and-set moves the record from a not-yet-started status to
+        STARTED; a second delivery finds it STARTED (or final) and gets False.
+        A run with no record is not the bridge's to guard, and a database that
+        cannot be reached lets the body run: both True.
+        """
+        now = utcnow()
+        try:
+            with self.database.session() as session:
+                started = session.execute(
+                    update(TaskExecution)
+                    .where(TaskExecution.id == run_id, TaskExecution.status.in_(_NOT_STARTED))
+                    .values(status=RunStatus.STARTED, started_at=now, worker=worker, updated_at=now)
+                    .returning(TaskExecution.id)
+                ).first()
+                if started is not None:
+                    session.execute(
+                        update(PeriodicTask)
+                        .where(PeriodicTask.last_run_id == run_id)
+                        .values(last_status=RunStatus.STARTED.value)
+                        .execution_options(synchronize_session=False)
+                    )
+                    return True
+                return session.get(TaskExecution, run_id) is None
+        except (OperationalError, DBAPIError) as exc:
+            logger.error("bridge: could not check run %s is new (%s); running it", run_id, exc)
+            return True
 
     # -- writing ----------------------------------------------------------------
 
@@ -176,6 +218,7 @@ class Recorder:
         task: str,
         headers: Mapping[str, Any] | None,
         retry: bool = True,
+        moves_from: list[RunStatus] | None = None,
         **values: Any,
     ) -> None:
         """Apply a status change to the run and its schedule, retrying database hiccups."""
@@ -185,7 +228,7 @@ class Recorder:
         external = headers is not None and not sent_by_bridge(headers)
         statement: Update = (
             update(TaskExecution)
-            .where(TaskExecution.id == run_id, TaskExecution.status.in_(_OPEN))
+            .where(TaskExecution.id == run_id, TaskExecution.status.in_(moves_from or _OPEN))
             .values(values)
         )
 

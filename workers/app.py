@@ -19,6 +19,7 @@ from typing import Any
 from celery import Celery
 
 import bridge.recorder
+from bridge.task import BridgeTask
 
 BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 
@@ -84,6 +85,15 @@ def flaky(self: Any, failures: int = 1) -> str:
     if self.request.retries < failures:
         raise self.retry(exc=RuntimeError(f"attempt {self.request.retries + 1} failed"))
     return f"succeeded after {failures} retries"
+
+
+@app.task(base=BridgeTask)
+def once(path: str, seconds: float = 0.0) -> str:
+    """Appends a line to ``path``: its body runs once per run, however often it is delivered."""
+    with open(path, "a") as journal:
+        journal.write("ran\n")
+    time.sleep(seconds)
+    return "ran once"
 
 
 @app.task

@@ -111,3 +111,45 @@ def test_tasks_not_sent_by_the_bridge_are_recorded_only_on_opt_in(
         assert found[0][3] is None
     else:
         assert rows(env.database_url, "SELECT id FROM task_execution") == []
+
+
+def test_bridge_task_runs_a_run_delivered_three_times_once(pg_env: Env) -> None:
+    """Guarantee 3: duplicate deliveries of one run (while it runs, after it ended) are dropped."""
+    env = pg_env
+    journal = env.workdir / "journal.txt"
+    kwargs = {"path": str(journal), "seconds": 3}
+    env.cli(
+        "add",
+        "once",
+        "--task",
+        "workers.app.once",
+        "--timer",
+        "@yearly",
+        "--kwargs",
+        json.dumps(kwargs),
+    )
+    worker = env.start("worker")
+    worker.wait_log("ready", timeout=60)
+    run_id = env.cli("run", "once").stdout.split()[-1]
+    schedule_id = json.loads(env.cli("show", "once", "--json").stdout)["id"]
+    again = (
+        "from datetime import UTC, datetime\n"
+        "from bridge import dispatch\n"
+        "from bridge.models import Trigger\n"
+        f"payload = dispatch.Payload('workers.app.once', [], {kwargs!r}, {{}})\n"
+        f"dispatch.publish(app, payload, run_id={run_id!r}, schedule_id={schedule_id},"
+        " schedule_name='once', plan_time=datetime.now(UTC), trigger=Trigger.MANUAL)\n"
+    )
+    wait_for(lambda: history(env, "once")[0]["status"] == "STARTED", 30, what="the run to start")
+    send(env, again)  # delivered while the first delivery runs
+    wait_for(lambda: history(env, "once")[0]["status"] == "SUCCESS", 30, what="the run to end")
+    send(env, again)  # delivered after it ended
+    dropped = f"duplicate delivery of run {run_id} of workers.app.once dropped"
+    wait_for(lambda: worker.log.count(dropped) == 2, 30, what="both duplicates dropped")
+
+    assert journal.read_text() == "ran\n"
+    [run] = history(env, "once")
+    assert run["id"] == run_id
+    assert run["status"] == "SUCCESS"
+    assert run["result"] == "ran once"
+    assert isinstance(run["runtime"], float) and run["runtime"] >= 3

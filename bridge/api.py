@@ -17,12 +17,12 @@ import json
 import uuid
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any, Self, Unpack
 
 from celery import Celery
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -37,7 +37,15 @@ from .errors import (
     SendFailed,
     ValidationError,
 )
-from .models import PeriodicTask, RunStatus, Source, TaskExecution, Trigger, utcnow
+from .models import (
+    BeatInstance,
+    PeriodicTask,
+    RunStatus,
+    Source,
+    TaskExecution,
+    Trigger,
+    utcnow,
+)
 from .policy import Overlap, Policies, PolicyFields
 from .spec import build_definition, check_name, parse_json, require_occurrence
 from .store import Store, insert_ignoring_duplicates
@@ -165,6 +173,36 @@ class Backfill:
     created: list[Run]
     #: Occurrences of the range already recorded (by beat or an earlier backfill); not sent again.
     existing: int
+
+
+@dataclass(frozen=True)
+class Instance(_View):
+    """A beat instance, from its heartbeat in ``beat_instance``."""
+
+    id: str
+    host: str
+    pid: int
+    started_at: datetime
+    last_tick: datetime
+    sent: int
+
+
+@dataclass(frozen=True)
+class Status:
+    """What ``bridge status`` shows: who ticks, and how far behind the schedules are."""
+
+    instances: builtins.list[Instance]
+    #: Enabled schedules due now that no instance holds (or whose mark expired).
+    due_unclaimed: int
+    #: How long the most overdue enabled schedule has been due, in seconds (None: none is).
+    worst_lateness: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "instances": [instance.to_json() for instance in self.instances],
+            "due_unclaimed": self.due_unclaimed,
+            "worst_lateness": self.worst_lateness,
+        }
 
 
 class Bridge:
@@ -445,6 +483,28 @@ class Bridge:
             rows = session.scalars(select(PeriodicTask).order_by(PeriodicTask.name))
             return [Schedule.of(row) for row in rows]
 
+    def status(self, now: datetime | None = None) -> Status:
+        """The live beat instances, the due rows nobody holds and the worst lateness."""
+        now = now or utcnow()
+        lease_start = now - timedelta(seconds=self.settings.lease_seconds)
+        due = (PeriodicTask.enabled, PeriodicTask.nextrun <= now)
+        with self.database.session() as session:
+            instances = session.scalars(select(BeatInstance).order_by(BeatInstance.started_at))
+            unclaimed = session.scalar(
+                select(func.count())
+                .select_from(PeriodicTask)
+                .where(
+                    *due,
+                    or_(PeriodicTask.worker.is_(None), PeriodicTask.marked < lease_start),
+                )
+            )
+            oldest = session.scalar(select(func.min(PeriodicTask.nextrun)).where(*due))
+            return Status(
+                instances=[Instance.of(row) for row in instances],
+                due_unclaimed=unclaimed or 0,
+                worst_lateness=None if oldest is None else (now - oldest).total_seconds(),
+            )
+
     def history(self, name: str, limit: int = 20) -> builtins.list[Run]:
         """The schedule's runs, newest first."""
         if limit < 1:
@@ -610,4 +670,4 @@ def _aware(field: str, value: Any) -> datetime:
     return value.astimezone(UTC)
 
 
-__all__ = ["Backfill", "Bridge", "Run", "Schedule"]
+__all__ = ["Backfill", "Bridge", "Instance", "Run", "Schedule", "Status"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Collection, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import click
@@ -494,3 +494,35 @@ def next_runs(ctx: click.Context, name: str, count: int, as_json: bool) -> None:
         return
     for value in times:
         click.echo(local(value))
+
+
+@bridge.command()
+@click.option("--json", "as_json", is_flag=True, help="ISO-8601 UTC JSON output.")
+@click.pass_context
+@fails_in_one_line
+def status(ctx: click.Context, as_json: bool) -> None:
+    """The beat instances that tick, the due schedules nobody holds, the worst lateness."""
+    report = _bridge(ctx).status()
+    if as_json:
+        echo_json(report.to_json())
+        return
+    now = datetime.now(UTC)
+    echo_table(
+        ["INSTANCE", "HOST", "PID", "STARTED", "LAST TICK", "SENT"],
+        [
+            [
+                instance.id,
+                instance.host,
+                str(instance.pid),
+                local(instance.started_at),
+                f"{(now - instance.last_tick).total_seconds():.1f}s ago",
+                str(instance.sent),
+            ]
+            for instance in report.instances
+        ],
+    )
+    if not report.instances:
+        click.echo("no beat instance is ticking")
+    click.echo(f"due and unclaimed: {report.due_unclaimed}")
+    lateness = report.worst_lateness
+    click.echo(f"worst lateness: {'-' if lateness is None else f'{lateness:.1f}s'}")

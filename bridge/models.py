@@ -218,6 +218,22 @@ class TaskExecution(Base):
     )
 
 
+class BeatInstance(Base):
+    """A running beat instance: its heartbeat, so operators can see who is ticking."""
+
+    __tablename__ = "beat_instance"
+
+    #: The instance id beat writes into ``periodic_task.worker``.
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: The start of its latest tick.
+    last_tick: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: Runs it has sent since it started.
+    sent: Mapped[int] = mapped_column(Integer, default=0)
+
+
 def as_dict(row: Base) -> dict[str, Any]:
     """The column values of a row, for display and JSON output."""
     return {column.key: getattr(row, column.key) for column in row.__table__.columns}

@@ -54,6 +54,8 @@ MAX_BACKOFF = 5.0
 PUBLISH_BACKOFF = 2.0
 #: How often beat looks for silent runs of any schedule.
 SWEEP_SECONDS = 10.0
+#: How often beat writes its heartbeat into ``beat_instance``.
+HEARTBEAT_SECONDS = 1.0
 
 
 def _lost_reason(stale_seconds: float) -> str:
@@ -104,6 +106,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self._outage: str | None = None
         self._closed = False
         self._next_sweep = 0.0
+        self._next_heartbeat = 0.0
+        self._started_at = utcnow()
+        self._sent = 0
         super().__init__(*args, **kwargs)
 
     # -- beat contract -----------------------------------------------------
@@ -140,6 +145,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self._closed = True
             try:
                 self.store.release(self.instance)
+                self.store.forget_instances(self._instance_expiry(utcnow()), self.instance)
             except (OperationalError, DBAPIError) as exc:
                 logger.warning("bridge: could not clear marks on exit (%s); they expire", exc)
         super().close()
@@ -154,6 +160,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if not self._config_synced:
             self._sync_config()
         now = utcnow()
+        self._heartbeat(now)
         self._sweep(now)
         claimed = self.store.claim_due(
             self.instance,
@@ -277,6 +284,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self._disable_bad_row(row, utcnow(), reason)
             raise BadRow() from exc
         self.store.mark_sent(run_id, utcnow())
+        self._sent += 1
         attempt = f" attempt {send.attempt}" if send.attempt > 1 else ""
         logger.info(
             "bridge: fired %r plan %s%s task id %s (%s)",
@@ -342,6 +350,19 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                     logger.info("bridge: schedule %r %s", row.name, current.note)
         if held is None:
             self.store.release(self.instance, [row.id])
+
+    def _heartbeat(self, now: datetime) -> None:
+        """Say this instance ticks (``bridge status`` lists it); clear instances long silent."""
+        if time.monotonic() < self._next_heartbeat:
+            return
+        self._next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
+        host, pid = socket.gethostname(), os.getpid()
+        self.store.heartbeat(self.instance, host, pid, self._started_at, now, self._sent)
+        self.store.forget_instances(self._instance_expiry(now))
+
+    def _instance_expiry(self, now: datetime) -> datetime:
+        """Instances that have not ticked since then are gone: three leases, at least a minute."""
+        return now - timedelta(seconds=max(60.0, 3 * self.settings.lease_seconds))
 
     def _sweep(self, now: datetime) -> None:
         """Every few seconds, give up on runs that went silent, whichever schedule they are of.

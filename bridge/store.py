@@ -12,14 +12,21 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, func, or_, select, update
+from sqlalchemy import Select, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from .database import Database
 from .decisions import SCHEDULED_TRIGGERS, OpenRun
 from .lifecycle import settle_runs
-from .models import NON_FINAL_STATUSES, Base, PeriodicTask, RunStatus, TaskExecution
+from .models import (
+    NON_FINAL_STATUSES,
+    Base,
+    BeatInstance,
+    PeriodicTask,
+    RunStatus,
+    TaskExecution,
+)
 
 
 def upsert_insert(session: Session, table: type[Base]) -> postgresql.Insert | sqlite.Insert:
@@ -228,6 +235,34 @@ class Store:
                     synchronize_session=False
                 )
             )
+
+    def heartbeat(
+        self, instance: str, host: str, pid: int, started_at: datetime, now: datetime, sent: int
+    ) -> None:
+        """Record that ``instance`` ticks, and clear instances silent since ``now - stale``."""
+        row = {
+            "id": instance,
+            "host": host,
+            "pid": pid,
+            "started_at": started_at,
+            "last_tick": now,
+            "sent": sent,
+        }
+        with self.database.session() as session:
+            statement = upsert_insert(session, BeatInstance).values(row)
+            session.execute(
+                statement.on_conflict_do_update(
+                    index_elements=["id"], set_={"last_tick": now, "sent": sent}
+                )
+            )
+
+    def forget_instances(self, before: datetime, instance: str | None = None) -> None:
+        """Delete the heartbeats older than ``before`` (and ``instance``'s own, if given)."""
+        stale = BeatInstance.last_tick < before
+        if instance is not None:
+            stale = or_(stale, BeatInstance.id == instance)
+        with self.database.session() as session:
+            session.execute(delete(BeatInstance).where(stale))
 
     def next_due(self) -> datetime | None:
         """The earliest ``nextrun`` of the enabled schedules no instance holds.

@@ -211,3 +211,40 @@ def test_broker_outage_keeps_beat_up_and_the_occurrence_is_sent_later(pg_env: En
     assert resumed["status"] == "SENT"
     assert f"task id {pending[0]['id']}" in up.log
     assert len({r["plan_time"] for r in runs}) == len(runs)
+
+
+def test_status_shows_live_instances_due_rows_and_lateness(embedded_env: Env) -> None:
+    env = embedded_env
+    env.cli("add", "late", "--task", "workers.app.quick", "--timer", "every 1h")
+    overdue = datetime.now(UTC) - timedelta(minutes=5)
+    execute(
+        env.database_url,
+        "UPDATE periodic_task SET nextrun = :t, next_occurrence = :t",
+        t=overdue.replace(tzinfo=None),
+    )
+    execute(
+        env.database_url,
+        "INSERT INTO beat_instance (id, host, pid, started_at, last_tick, sent)"
+        " VALUES ('gone:1:abc', 'gone', 1, :t, :t, 7)",
+        t=(datetime.now(UTC) - timedelta(hours=1)).replace(tzinfo=None),
+    )
+    before = json.loads(env.cli("status", "--json").stdout)
+    assert before["due_unclaimed"] == 1
+    assert before["worst_lateness"] >= 300
+    assert [i["id"] for i in before["instances"]] == ["gone:1:abc"]
+
+    beat = env.start("beat")
+
+    def live() -> list[dict[str, object]]:
+        report = json.loads(env.cli("status", "--json").stdout)
+        return [i for i in report["instances"] if i["pid"] == beat.popen.pid]
+
+    wait_for(lambda: live() and live()[0]["sent"] >= 1, 30, what="beat's heartbeat")
+    after = json.loads(env.cli("status", "--json").stdout)
+    assert [i["pid"] for i in after["instances"]] == [beat.popen.pid]  # the stale one is gone
+    assert after["due_unclaimed"] == 0 and after["worst_lateness"] is None
+    assert "due and unclaimed: 0" in env.cli("status").stdout
+
+    beat.stop()
+    assert json.loads(env.cli("status", "--json").stdout)["instances"] == []
+    assert "no beat instance is ticking" in env.cli("status").stdout

@@ -169,10 +169,15 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self.settings.batch_size,
         )
         troubled = False
+        taken_over: set[int] = set()
         for index, row in enumerate(claimed):
             if self._stopping:
                 self.store.release(self.instance, [r.id for r in claimed[index:]])
                 break
+            taken_over |= self._renew_leases(claimed[index:])
+            if row.id in taken_over:
+                logger.warning("bridge: lost the mark on %r to another instance", row.name)
+                continue
             try:
                 self._fire(row)
             except BadRow:
@@ -194,6 +199,23 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if len(claimed) >= self.settings.batch_size:
             return 0.0
         return wait_seconds(self.store.next_due(), utcnow(), self.settings.poll_interval)
+
+    def _renew_leases(self, rows: list[PeriodicTask]) -> set[int]:
+        """Renew the marks of a batch still to fire once half a lease has passed.
+
+        A long batch (a slow broker, many rows) must not let its last rows'
+        leases expire, or another instance would fire them too. Returns the
+        ids of rows another instance took over meanwhile.
+        """
+        now = utcnow()
+        half_lease = timedelta(seconds=self.settings.lease_seconds / 2)
+        if not rows or rows[0].marked is None or now - rows[0].marked < half_lease:
+            return set()
+        held = self.store.renew(self.instance, [row.id for row in rows], now)
+        for row in rows:
+            if row.id in held:
+                row.marked = now
+        return {row.id for row in rows} - held
 
     def _fire(self, row: PeriodicTask) -> None:
         """The fire sequence for one claimed row (the mark is already set)."""

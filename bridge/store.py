@@ -179,6 +179,22 @@ class Store:
             row = session.scalar(_held_row(schedule_id, instance, marked).with_for_update())
             yield None if row is None else (session, row)
 
+    def renew(self, instance: str, schedule_ids: Sequence[int], now: datetime) -> set[int]:
+        """Restart the leases ``instance`` still holds on these rows; the ids it holds.
+
+        A row another instance has taken over is not renewed and not returned.
+        """
+        with self.database.session() as session:
+            return set(
+                session.scalars(
+                    update(PeriodicTask)
+                    .where(PeriodicTask.id.in_(schedule_ids), PeriodicTask.worker == instance)
+                    .values(marked=now)
+                    .returning(PeriodicTask.id)
+                    .execution_options(synchronize_session=False)
+                )
+            )
+
     def reread(self, schedule_id: int, instance: str, marked: datetime) -> PeriodicTask | None:
         """The row as it is now, while this instance's mark on it holds, else None."""
         with self.database.session() as session:

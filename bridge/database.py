@@ -7,7 +7,9 @@ whenever the process id changes.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,8 +50,13 @@ def _prepare_sqlite(engine: Engine) -> None:
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        # The wait first: switching a new file to WAL needs the lock that a
+        # concurrent first migration holds for a while.
         cursor.execute("PRAGMA busy_timeout=30000")
+        with contextlib.suppress(sqlite3.OperationalError):
+            # Still locked: WAL is a property of the file, which the connection
+            # holding the lock (or the next one to open it) sets.
+            cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()

@@ -49,7 +49,7 @@ from .models import (
 from .policy import Overlap, Policies, PolicyFields
 from .spec import build_definition, check_name, parse_json, require_occurrence
 from .store import Store, insert_ignoring_duplicates
-from .timers import IntervalTimer, Timer, parse_timer, upcoming
+from .timers import Timer, parse_timer, upcoming
 
 #: Where :meth:`Bridge.resume` restarts a schedule.
 RESUME_FROM = ("now", "catchup")
@@ -142,7 +142,7 @@ class Schedule(_View):
             timer = parse_timer(self.timer, self.timezone, self.anchor)
         except ValueError:  # a bad stored timer or zone is reported where it is used
             return False
-        return isinstance(timer, IntervalTimer) and timer.after_completion
+        return timer.fixed_delay
 
 
 @dataclass(frozen=True)

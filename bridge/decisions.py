@@ -66,7 +66,7 @@ class State:
 
     @property
     def fixed_delay(self) -> bool:
-        return isinstance(self.timer, IntervalTimer) and self.timer.after_completion
+        return self.timer.fixed_delay
 
 
 @dataclass(frozen=True, order=True)
@@ -114,7 +114,7 @@ def count_occurrences(timer: Timer, first: datetime, last: datetime) -> int:
     """How many occurrences lie in [first, last]; exact for intervals, capped for cron."""
     if last < first:
         return 0
-    if isinstance(timer, IntervalTimer) and not timer.after_completion:
+    if isinstance(timer, IntervalTimer) and not timer.fixed_delay:
         return (last - first) // timer.interval + 1
     count = 0
     for _ in occurrences(timer, first, last):
@@ -136,15 +136,19 @@ def fire_time(state: State, occurrence: datetime) -> datetime:
     )
 
 
-def wake_time(state: State, next_occurrence: datetime | None) -> datetime | None:
+def wake_time(
+    state: State, next_occurrence: datetime | None, after: datetime | None = None
+) -> datetime | None:
     """``nextrun``: when beat must next act on the row.
 
-    The jittered time of the next occurrence, or the owed retry if sooner.
+    The jittered time of the next occurrence, or the owed retry if sooner;
+    with ``after``, only a time later than it (what is overdue waits to be
+    woken otherwise).
     """
     candidates = [] if next_occurrence is None else [fire_time(state, next_occurrence)]
     if state.retry_at is not None:
         candidates.append(state.retry_at)
-    return min(candidates, default=None)
+    return min((t for t in candidates if after is None or t > after), default=None)
 
 
 def finish_note(
@@ -165,14 +169,18 @@ def finish_note(
     return NOTE_NO_OCCURRENCE
 
 
-def bounded_occurrence(state: State, occurrence: datetime | None) -> datetime | None:
+def within_bounds(timer: Timer, policies: Policies, occurrence: datetime | None) -> datetime | None:
     """``occurrence`` moved inside the start/end bounds (None once past the end)."""
-    policies = state.policies
     if occurrence is not None and policies.start is not None and occurrence < policies.start:
-        occurrence = first_at_or_after(state.timer, policies.start)
+        occurrence = first_at_or_after(timer, policies.start)
     if occurrence is not None and policies.end is not None and occurrence > policies.end:
         return None
     return occurrence
+
+
+def bounded_occurrence(state: State, occurrence: datetime | None) -> datetime | None:
+    """:func:`within_bounds` for a row's timer and policies."""
+    return within_bounds(state.timer, state.policies, occurrence)
 
 
 # -- beat: a due row -------------------------------------------------------------------

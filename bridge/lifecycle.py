@@ -23,7 +23,6 @@ from .decisions import (
     Plan,
     State,
     finish_note,
-    fire_time,
     first_at_or_after,
     settle,
     wake_time,
@@ -31,7 +30,6 @@ from .decisions import (
 from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution, Trigger
 from .policy import Policies
 from .spec import check_timer, check_timezone
-from .timers import IntervalTimer
 
 logger = logging.getLogger("bridge.lifecycle")
 
@@ -46,9 +44,7 @@ def state_of(row: PeriodicTask) -> State:
     next_occurrence = row.next_occurrence
     if next_occurrence is None and row.nextrun is not None and row.retry_at is None:
         next_occurrence = first_at_or_after(timer, row.nextrun)
-    elif next_occurrence is not None and not (
-        isinstance(timer, IntervalTimer) and timer.after_completion
-    ):
+    elif next_occurrence is not None and not timer.fixed_delay:
         # On the timer's grid, whatever wrote it (an edit racing a fire, SQL).
         next_occurrence = first_at_or_after(timer, next_occurrence)
     return State(
@@ -123,14 +119,8 @@ def _set_nextrun(session: Session, row: PeriodicTask, now: datetime, waiting: bo
     while beat was deciding, the row is due at once.
     """
     state = state_of(row)
-    nextrun = wake_time(state, row.next_occurrence)
-    if waiting:
-        # Only a time still ahead wakes the row; what is overdue waits for the run's end.
-        upcoming = [
-            None if row.next_occurrence is None else fire_time(state, row.next_occurrence),
-            row.retry_at,
-        ]
-        nextrun = min((t for t in upcoming if t is not None and t > now), default=None)
+    # Waiting: only a time still ahead wakes the row; what is overdue waits for the run's end.
+    nextrun = wake_time(state, row.next_occurrence, now if waiting else None)
     if (waiting or row.held is not None) and not _has_open_runs(session, row.id):
         nextrun = now
     row.nextrun = nextrun

@@ -29,6 +29,7 @@ from typing import Any
 from celery import Celery, signals
 from sqlalchemy import Update, func, update
 from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.orm import Session
 
 from .config import Settings
 from .database import Database, database_for
@@ -56,6 +57,16 @@ def bounded(text: Any, limit: int) -> str:
     """At most ``limit`` characters of ``text``, marked when cut."""
     value = text if isinstance(text, str) else repr(text)
     return value if len(value) <= limit else value[: limit - 15] + "... [truncated]"
+
+
+def _show_on_schedule(session: Session, run_id: str, status: RunStatus) -> None:
+    """Copy a run's new status to the schedule whose last run it is."""
+    session.execute(
+        update(PeriodicTask)
+        .where(PeriodicTask.last_run_id == run_id)
+        .values(last_status=status.value)
+        .execution_options(synchronize_session=False)
+    )
 
 
 class Recorder:
@@ -180,12 +191,7 @@ class Recorder:
                     .returning(TaskExecution.id)
                 ).first()
                 if started is not None:
-                    session.execute(
-                        update(PeriodicTask)
-                        .where(PeriodicTask.last_run_id == run_id)
-                        .values(last_status=RunStatus.STARTED.value)
-                        .execution_options(synchronize_session=False)
-                    )
+                    _show_on_schedule(session, run_id, RunStatus.STARTED)
                     return True
                 return session.get(TaskExecution, run_id) is None
         except (OperationalError, DBAPIError) as exc:
@@ -246,12 +252,7 @@ class Recorder:
                         },
                     )
                 changed = session.execute(statement.returning(TaskExecution.id)).first()
-                session.execute(
-                    update(PeriodicTask)
-                    .where(PeriodicTask.last_run_id == run_id)
-                    .values(last_status=status.value)
-                    .execution_options(synchronize_session=False)
-                )
+                _show_on_schedule(session, run_id, status)
                 if changed is not None and status.is_final and not external:
                     # What the outcome does to the schedule: a retry, the
                     # breaker, a fixed delay's next run, a held run's start.

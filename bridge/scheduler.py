@@ -374,13 +374,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self.store.release(self.instance, [row.id])
 
     def _heartbeat(self, now: datetime) -> None:
-        """Say this instance ticks (``bridge status`` lists it); clear instances long silent."""
+        """Say this instance ticks, for ``bridge status``."""
         if time.monotonic() < self._next_heartbeat:
             return
         self._next_heartbeat = time.monotonic() + HEARTBEAT_SECONDS
         host, pid = socket.gethostname(), os.getpid()
         self.store.heartbeat(self.instance, host, pid, self._started_at, now, self._sent)
-        self.store.forget_instances(self._instance_expiry(now))
 
     def _instance_expiry(self, now: datetime) -> datetime:
         """Instances that have not ticked since then are gone: three leases, at least a minute."""
@@ -391,6 +390,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
 
         Without it a run whose worker died would block a rarely due schedule
         until its next occurrence, and a fixed delay or held run would wait forever.
+        Beat instances that went silent are cleared at the same pace.
         """
         if time.monotonic() < self._next_sweep:
             return
@@ -400,6 +400,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         for run_id, name in self.store.sweep_stale(now, timedelta(seconds=stale), reason):
             owner = "no schedule" if name is None else repr(name)
             logger.warning("bridge: run %s of %s marked LOST: %s", run_id, owner, reason)
+        self.store.forget_instances(self._instance_expiry(now))
 
     # -- outages, signals, config -------------------------------------------
 

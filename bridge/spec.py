@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from .decisions import first_at_or_after
+from .decisions import within_bounds
 from .dispatch import check_options
 from .errors import ValidationError
 from .policy import Policies
@@ -158,13 +158,7 @@ def next_in_bounds(timer: Timer, policies: Policies, after: datetime) -> datetim
     at ``start`` when that is later; None when the timer has no such
     occurrence or it falls after ``end``.
     """
-    if policies.start is not None and policies.start > after:
-        occurrence = first_at_or_after(timer, policies.start)
-    else:
-        occurrence = timer.next_after(after)
-    if occurrence is None or (policies.end is not None and occurrence > policies.end):
-        return None
-    return occurrence
+    return within_bounds(timer, policies, timer.next_after(after))
 
 
 def require_occurrence(timer: Timer, policies: Policies, now: datetime, given: Any) -> datetime:

@@ -226,6 +226,11 @@ class Timer(ABC):
         """Whether the timer has a single occurrence."""
         return False
 
+    @property
+    def fixed_delay(self) -> bool:
+        """Whether each occurrence counts from the end of the previous run."""
+        return False
+
     @abstractmethod
     def next_after(self, after: datetime) -> datetime | None:
         """The first occurrence strictly after ``after``, or None if there is none."""
@@ -258,6 +263,10 @@ class IntervalTimer(Timer):
     #: interval after the previous one finished, which only the run's record
     #: knows, so the scheduler sets it; the grid is used for the first run only.
     after_completion: bool = False
+
+    @property
+    def fixed_delay(self) -> bool:
+        return self.after_completion
 
     # timedelta arithmetic is exact integer microseconds: the steps never
     # accumulate rounding, whatever the distance from the anchor.

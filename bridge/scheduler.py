@@ -50,8 +50,8 @@ logger = logging.getLogger("bridge.scheduler")
 
 #: The longest beat waits between attempts while the database is unreachable.
 MAX_BACKOFF = 5.0
-#: The wait after a tick in which publishing to the broker failed.
-PUBLISH_BACKOFF = 2.0
+#: The wait after a tick in which firing a row hit a defect.
+DEFECT_BACKOFF = 2.0
 #: How often beat looks for silent runs of any schedule.
 SWEEP_SECONDS = 10.0
 #: How often beat writes its heartbeat into ``beat_instance``.
@@ -83,7 +83,7 @@ def instance_id() -> str:
 
 
 class PublishFailed(Exception):
-    """The broker refused a message; the fire is redone on a later tick."""
+    """The broker cannot be reached; the fire is redone on a later tick."""
 
 
 class BadRow(Exception):
@@ -103,6 +103,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self._busy = False
         self._stopping = False
         self._backoff = 0.0
+        #: The kind of trouble last logged, until a tick succeeds again.
         self._outage: str | None = None
         self._closed = False
         self._next_sweep = 0.0
@@ -183,9 +184,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             except BadRow:
                 continue
             except PublishFailed:
-                troubled = True
                 self.store.release(self.instance, [r.id for r in claimed[index:]])
-                break
+                raise
             except (OperationalError, DBAPIError):
                 raise
             except Exception:
@@ -195,7 +195,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                 logger.exception("bridge: unexpected error firing %r", row.name)
                 self.store.release(self.instance, [row.id])
         if troubled:
-            return PUBLISH_BACKOFF
+            return DEFECT_BACKOFF
         if len(claimed) >= self.settings.batch_size:
             return 0.0
         return wait_seconds(self.store.next_due(), utcnow(), self.settings.poll_interval)
@@ -256,15 +256,22 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         following = None if state.fixed_delay else state.timer.next_after(now)
         expires = state.policies.expiry(now, following)
         ours = {run.id for run in own}
+        assert row.marked is not None
         for send, run_id in zip(sends, run_ids, strict=True):
             recorded = self.store.record_run(
                 dispatch.new_run(
                     row.id, row.task, send.plan_time, send.trigger, now, attempt=send.attempt
-                )
+                ),
+                self.instance,
+                row.marked,
             )
-            if recorded:
+            if recorded is None:
+                # Whoever holds the row now resumes this fire from its records.
+                logger.warning("bridge: lost the mark on %r while firing it", row.name)
+                return
+            if recorded.inserted:
                 ours.add(run_id)
-            if self.store.run_status(run_id) == RunStatus.PENDING:
+            if recorded.status == RunStatus.PENDING:
                 self._publish(row, payload, run_id, send, expires)
         # A record someone else made for the occurrence (a backfill) stays theirs.
         self._advance(row, plan, [run_id for run_id in run_ids if run_id in ours], now)
@@ -296,9 +303,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                 producer=self.producer,
             )
         except self._connection_errors() as exc:
-            logger.error("bridge: could not send %r plan %s: %s; will retry", row.name, plan, exc)
+            logger.debug("bridge: could not send %r plan %s: %s", row.name, plan, exc)
             self._drop_producer()
-            raise PublishFailed() from exc
+            raise PublishFailed(exc) from exc
         except Exception as exc:
             # Not the broker: the message itself cannot be built from this row.
             reason = f"could not send: {exc}"
@@ -328,8 +335,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         try:
             dispatch.revoke(self.app, run_ids)
         except self._connection_errors() as exc:
-            logger.error("bridge: could not revoke runs of %r: %s", row.name, exc)
-            raise PublishFailed() from exc
+            logger.debug("bridge: could not revoke runs of %r: %s", row.name, exc)
+            raise PublishFailed(exc) from exc
         for run_id in run_ids:
             logger.info("bridge: revoked run %s of %r: %s", run_id, row.name, reason)
 
@@ -407,19 +414,23 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
     def _guarded(self, work: Any) -> float:
         """Run ``work``; on any error, log it once and back off instead of crashing.
 
-        A database outage is expected and logged as one line; anything else is
-        a defect or a row the database cannot even return, logged with its
-        traceback. Either way beat keeps running and tries again.
+        A database or broker outage is expected and logged as one line when it
+        starts and one when it ends; anything else is a defect or a row the
+        database cannot even return, logged with its traceback. Either way
+        beat keeps running and tries again.
         """
         try:
             result = work()
         except (OperationalError, DBAPIError) as exc:
-            self._trouble(
-                f"database unreachable ({error_reason(exc)}); retrying with backoff", False
-            )
+            reason = error_reason(exc)
+            self._trouble("database", f"database unreachable ({reason}); retrying with backoff")
+            return self._backoff
+        except PublishFailed as exc:
+            self._trouble("broker", f"broker unreachable ({exc}); retrying with backoff")
             return self._backoff
         except Exception as exc:
-            self._trouble(f"tick failed ({type(exc).__name__}: {exc}); retrying with backoff", True)
+            message = f"tick failed ({type(exc).__name__}: {exc}); retrying with backoff"
+            self._trouble(message, message, with_traceback=True)
             return self._backoff
         if self._outage is not None:
             logger.warning("bridge: recovered; ticking again")
@@ -427,11 +438,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self._backoff = 0.0
         return float(result) if isinstance(result, float | int) else 0.0
 
-    def _trouble(self, message: str, with_traceback: bool) -> None:
+    def _trouble(self, kind: str, message: str, with_traceback: bool = False) -> None:
+        """Back off; log ``message`` unless trouble of this ``kind`` is already logged."""
         self._backoff = min(MAX_BACKOFF, max(0.5, self._backoff * 2))
-        if self._outage != message:
+        if self._outage != kind:
             logger.error("bridge: %s", message, exc_info=with_traceback)
-        self._outage = message
+        self._outage = kind
 
     def _sync_config(self) -> None:
         """Upsert ``beat_schedule``; a defect here is logged, never fatal to beat."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,6 +52,14 @@ def _held_row(schedule_id: int, instance: str, marked: datetime) -> Select[Perio
         PeriodicTask.worker == instance,
         PeriodicTask.marked == marked,
     )
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What recording a run found: whether this call inserted it, and its status now."""
+
+    inserted: bool
+    status: RunStatus
 
 
 class Store:
@@ -139,14 +148,22 @@ class Store:
             if status is RunStatus.LOST:
                 settle_runs(session, finished, now)
 
-    def record_run(self, row: dict[str, Any]) -> bool:
-        """Insert a run record (``PENDING``); False if this occurrence is recorded already."""
-        with self.database.session() as session:
-            return insert_ignoring_duplicates(session, row)
+    def record_run(self, row: dict[str, Any], instance: str, marked: datetime) -> Recorded | None:
+        """Insert a run record (``PENDING``) while ``instance``'s mark holds; None if it is lost.
 
-    def run_status(self, run_id: str) -> str | None:
+        The schedule row is locked for the insert, so an instance whose lease
+        was taken over records nothing and learns it must not publish. The
+        status returned says whether the run still needs publishing.
+        """
         with self.database.session() as session:
-            return session.scalar(select(TaskExecution.status).where(TaskExecution.id == run_id))
+            held = _held_row(row["periodic_task_id"], instance, marked).with_for_update()
+            if session.scalar(held) is None:
+                return None
+            inserted = insert_ignoring_duplicates(session, row)
+            status = session.scalars(
+                select(TaskExecution.status).where(TaskExecution.id == row["id"])
+            ).one()
+            return Recorded(inserted, RunStatus(status))
 
     def mark_sent(self, run_id: str, now: datetime) -> None:
         """``PENDING`` → ``SENT``; a worker that already reported progress keeps its status."""

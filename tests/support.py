@@ -122,11 +122,13 @@ class Env:
             pytest.fail(f"bridge {' '.join(args)} exited {result.returncode}: {result.stderr}")
         return result
 
-    def start(self, kind: str, *args: str, **extra: str) -> CeleryProcess:
-        """Start ``celery worker`` or ``celery beat`` (with the bridge scheduler)."""
+    def start(
+        self, kind: str, *args: str, scheduler: str = "bridge", **extra: str
+    ) -> CeleryProcess:
+        """Start ``celery worker`` or ``celery beat`` (with the bridge scheduler by default)."""
         name = f"{kind}-{len(self.processes)}"
         if kind == "beat":
-            command = [*CELERY, "beat", "-S", "bridge", "-l", "info", *args]
+            command = [*CELERY, "beat", "-S", scheduler, "-l", "info", *args]
         else:
             command = [
                 *CELERY,

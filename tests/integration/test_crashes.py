@@ -1,0 +1,114 @@
+"""A beat killed by SIGKILL at each point of the fire sequence: the occurrence still runs once.
+
+Each test kills a real beat process at one point (see :mod:`tests.crashing`),
+checks that the database shows the crash happened there, then starts two
+ordinary beats on the same PostgreSQL database. One of them must take the
+expired lease over and complete the occurrence: one run record, its task body
+executed once, the row advanced to its next occurrence and unmarked.
+"""
+
+from __future__ import annotations
+
+import signal
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bridge import Bridge
+from tests.crashing import POINTS
+from tests.support import Env, rows, wait_for
+
+pytestmark = pytest.mark.e2e
+
+LEASE = "3"
+
+
+def schedule_row(env: Env) -> Any:
+    return rows(
+        env.database_url,
+        "SELECT id, worker, marked, nextrun, enabled FROM periodic_task WHERE name = 'crash'",
+    )[0]
+
+
+def runs(env: Env) -> list[Any]:
+    return rows(
+        env.database_url,
+        "SELECT id, plan_time, status, trigger FROM task_execution"
+        " WHERE periodic_task_id = (SELECT id FROM periodic_task WHERE name = 'crash')",
+    )
+
+
+def add_due_soon(env: Env, journal: Path) -> datetime:
+    """An hourly schedule whose first occurrence is a few seconds away; returns it."""
+    from workers.app import app
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    api = Bridge(app, database_url=env.database_url)
+    try:
+        schedule = api.add(
+            "crash",
+            task="workers.app.once",
+            timer="every 1h",
+            kwargs={"path": str(journal)},
+            anchor=now + timedelta(seconds=3) - timedelta(hours=1),
+        )
+    finally:
+        api.database.dispose()
+    assert schedule.nextrun is not None
+    return schedule.nextrun
+
+
+def assert_crashed_at(env: Env, point: str, plan: datetime) -> None:
+    """The database shows the fire stopped exactly where the hook killed it."""
+    row, recorded = schedule_row(env), runs(env)
+    advanced = row.nextrun == plan + timedelta(hours=1)
+    if point == "mark":
+        assert row.worker is not None and not recorded and not advanced
+    elif point == "record":
+        assert [r.status for r in recorded] == ["PENDING"] and not advanced
+    elif point in ("publish", "sent"):
+        # Published: the worker may already have picked it up.
+        assert len(recorded) == 1 and row.worker is not None and not advanced
+        if point == "sent":
+            assert recorded[0].status != "PENDING"
+    else:
+        assert advanced and row.worker is None and len(recorded) == 1
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_beat_killed_at_any_point_leaves_one_run(pg_env: Env, tmp_path: Path, point: str) -> None:
+    env = pg_env
+    journal = tmp_path / "journal"
+    env.start("worker")
+    plan = add_due_soon(env, journal)
+
+    doomed = env.start(
+        "beat",
+        scheduler="tests.crashing:CrashingScheduler",
+        BRIDGE_TEST_CRASH_AT=point,
+        BRIDGE_LEASE_SECONDS=LEASE,
+    )
+    wait_for(lambda: doomed.popen.poll() is not None, 60, what=f"the beat to die at {point!r}")
+    assert doomed.popen.returncode == -signal.SIGKILL
+    assert_crashed_at(env, point, plan)
+
+    survivors = [env.start("beat", BRIDGE_LEASE_SECONDS=LEASE) for _ in range(2)]
+
+    def completed() -> bool:
+        row, recorded = schedule_row(env), runs(env)
+        return (
+            row.worker is None
+            and row.nextrun == plan + timedelta(hours=1)
+            and [r.status for r in recorded] == ["SUCCESS"]
+        )
+
+    wait_for(completed, 60, what="another beat to complete the occurrence")
+    (run,) = runs(env)
+    assert run.plan_time == plan and run.trigger == "scheduled"
+    assert journal.read_text() == "ran\n", "the task body ran exactly once"
+    # Nobody fires the occurrence again once it is complete.
+    fired = [line for b in survivors for line in b.log.splitlines() if "bridge: fired" in line]
+    assert len(fired) <= 1, fired
+    assert all(beat.popen.poll() is None for beat in survivors)

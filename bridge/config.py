@@ -46,6 +46,9 @@ class Settings:
     #: A non-final run whose status has not changed for this long can no
     #: longer be expected to finish: it is marked LOST and stops blocking.
     stale_run_seconds: float = 3600.0
+    #: A worker whose heartbeat is older than this is dead: the runs it had
+    #: received or started are marked LOST. Workers beat every third of it.
+    worker_timeout: float = 30.0
     #: Record runs of tasks that the bridge did not send, too.
     record_all_tasks: bool = False
     #: Upsert the app's ``beat_schedule`` into the table when beat starts.
@@ -88,6 +91,7 @@ _POSITIVE = {
     "batch_size",
     "poll_interval",
     "stale_run_seconds",
+    "worker_timeout",
     "summary_max_chars",
 }
 _NOT_NEGATIVE = {"recorder_retries"}

@@ -234,6 +234,19 @@ class BeatInstance(Base):
     sent: Mapped[int] = mapped_column(Integer, default=0)
 
 
+class WorkerInstance(Base):
+    """A running Celery worker's heartbeat: how beat tells a dead worker's runs from long ones."""
+
+    __tablename__ = "worker_instance"
+
+    #: The worker's node name, as recorded in ``task_execution.worker``.
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    pid: Mapped[int] = mapped_column(Integer)
+    #: When this incarnation started: a run last touched before it belongs to a dead one.
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    last_seen: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 def as_dict(row: Base) -> dict[str, Any]:
     """The column values of a row, for display and JSON output."""
     return {column.key: getattr(row, column.key) for column in row.__table__.columns}

@@ -35,6 +35,7 @@ from .config import Settings
 from .database import Database, database_for
 from .dispatch import HEADER_SCHEDULE_ID
 from .lifecycle import settle_runs
+from .liveness import WorkerHeartbeat
 from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution, Trigger, utcnow
 from .store import insert_ignoring_duplicates
 
@@ -315,6 +316,21 @@ def install(app: Celery, settings: Settings | None = None) -> Recorder:
     def revoked(sender: Any = None, request: Any = None, **kwargs: Any) -> None:
         recorder.on_revoked(request, **kwargs)
 
+    heartbeats: list[WorkerHeartbeat] = []
+
+    def worker_ready(sender: Any = None, **_: Any) -> None:
+        if getattr(sender, "app", None) is app:
+            interval = recorder.settings.worker_timeout / 3
+            heartbeat = WorkerHeartbeat(recorder.database, sender.hostname, interval)
+            heartbeat.start()
+            heartbeats.append(heartbeat)
+
+    def worker_shutdown(**_: Any) -> None:
+        while heartbeats:
+            heartbeats.pop().stop()
+
+    signals.worker_ready.connect(worker_ready, weak=False)
+    signals.worker_shutdown.connect(worker_shutdown, weak=False)
     for signal, handler in (
         (signals.task_received, received),
         (signals.task_prerun, prerun),

@@ -56,6 +56,8 @@ DEFECT_BACKOFF = 2.0
 SWEEP_SECONDS = 10.0
 #: How often beat writes its heartbeat into ``beat_instance``.
 HEARTBEAT_SECONDS = 1.0
+#: How long the heartbeat of a silent worker is kept after its runs were given up on.
+WORKER_EXPIRY = 3600.0
 
 
 def _lost_reason(stale_seconds: float) -> str:
@@ -109,6 +111,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self._next_sweep = 0.0
         self._next_heartbeat = 0.0
         self._started_at = utcnow()
+        #: Since when this instance has reached the database without a break.
+        self._reachable_since = self._started_at
         self._sent = 0
         super().__init__(*args, **kwargs)
 
@@ -401,12 +405,21 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         """
         if time.monotonic() < self._next_sweep:
             return
-        self._next_sweep = time.monotonic() + SWEEP_SECONDS
+        timeout = self.settings.worker_timeout
+        self._next_sweep = time.monotonic() + min(SWEEP_SECONDS, timeout / 2)
+        lost = []
+        # Worker heartbeats are judged only once this instance has itself
+        # reached the database for a whole timeout: after an outage, workers
+        # need that long to write theirs again.
+        if now - self._reachable_since >= timedelta(seconds=timeout):
+            lost += self.store.sweep_dead_workers(now, timedelta(seconds=timeout))
+            self.store.forget_workers(now - timedelta(seconds=max(WORKER_EXPIRY, timeout)))
         stale = self.settings.stale_run_seconds
         reason = _lost_reason(stale)
-        for run_id, name in self.store.sweep_stale(now, timedelta(seconds=stale), reason):
-            owner = "no schedule" if name is None else repr(name)
-            logger.warning("bridge: run %s of %s marked LOST: %s", run_id, owner, reason)
+        lost += self.store.sweep_stale(now, timedelta(seconds=stale), reason)
+        for run in lost:
+            owner = "no schedule" if run.schedule is None else repr(run.schedule)
+            logger.warning("bridge: run %s of %s marked LOST: %s", run.id, owner, run.reason)
         self.store.forget_instances(self._instance_expiry(now))
 
     # -- outages, signals, config -------------------------------------------
@@ -434,6 +447,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             return self._backoff
         if self._outage is not None:
             logger.warning("bridge: recovered; ticking again")
+            if self._outage == "database":
+                self._reachable_since = utcnow()
             self._outage = None
         self._backoff = 0.0
         return float(result) if isinstance(result, float | int) else 0.0

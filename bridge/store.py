@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Select, delete, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -27,6 +27,7 @@ from .models import (
     PeriodicTask,
     RunStatus,
     TaskExecution,
+    WorkerInstance,
 )
 
 
@@ -60,6 +61,34 @@ class Recorded:
 
     inserted: bool
     status: RunStatus
+
+
+#: Statuses of a run one worker has taken: its fate hangs on that worker's life.
+#: (A run in RETRY waits in the broker and may go to any worker.)
+_HELD_BY_A_WORKER = [RunStatus.RECEIVED, RunStatus.STARTED]
+
+
+class LostRun(NamedTuple):
+    """A run given up on: its id, its schedule's name and why."""
+
+    id: str
+    schedule: str | None
+    reason: str
+
+
+def _death_of(
+    worker: str | None,
+    last_seen: datetime | None,
+    started_at: datetime | None,
+    silent_since: datetime,
+) -> str:
+    """Why ``worker`` is taken for dead, in words for the run's record."""
+    if last_seen is None:
+        return f"worker {worker} has no heartbeat; presumed dead"
+    if last_seen < silent_since:
+        return f"worker {worker} silent since {last_seen.isoformat()}; presumed dead"
+    assert started_at is not None
+    return f"worker {worker} restarted at {started_at.isoformat()} while running it"
 
 
 class Store:
@@ -217,18 +246,15 @@ class Store:
         with self.database.session() as session:
             return session.scalar(_held_row(schedule_id, instance, marked))
 
-    def sweep_stale(
-        self, now: datetime, stale_after: timedelta, reason: str
-    ) -> list[tuple[str, str | None]]:
+    def sweep_stale(self, now: datetime, stale_after: timedelta, reason: str) -> list[LostRun]:
         """Mark ``LOST`` every open run silent for longer than ``stale_after``.
 
-        Returns each run's id with its schedule's name. Their schedules are
-        settled too: a lost run may owe a retry, count towards the breaker,
-        free a held occurrence or start a fixed delay.
+        Their schedules are settled too: a lost run may owe a retry, count
+        towards the breaker, free a held occurrence or start a fixed delay.
         """
         with self.database.session() as session:
-            found: list[tuple[str, str | None]] = [
-                (run_id, name)
+            found = [
+                LostRun(run_id, name, reason)
                 for run_id, name in session.execute(
                     select(TaskExecution.id, PeriodicTask.name)
                     .outerjoin(PeriodicTask, PeriodicTask.id == TaskExecution.periodic_task_id)
@@ -244,8 +270,52 @@ class Store:
                 )
             ]
         if found:
-            self.finish_runs([run_id for run_id, _ in found], RunStatus.LOST, now, reason)
+            self.finish_runs([run.id for run in found], RunStatus.LOST, now, reason)
         return found
+
+    def sweep_dead_workers(self, now: datetime, timeout: timedelta) -> list[LostRun]:
+        """Mark ``LOST`` the runs held by workers that died, with the reason of each.
+
+        A worker is dead when its heartbeat is older than ``timeout``, missing,
+        or younger than the run's last change (it restarted since, under the
+        same name). Runs changed within ``timeout`` are left alone: their
+        worker was alive then, and its heartbeat may be a moment behind.
+        """
+        with self.database.session() as session:
+            candidates = session.execute(
+                select(
+                    TaskExecution.id,
+                    PeriodicTask.name,
+                    TaskExecution.worker,
+                    WorkerInstance.last_seen,
+                    WorkerInstance.started_at,
+                )
+                .outerjoin(PeriodicTask, PeriodicTask.id == TaskExecution.periodic_task_id)
+                .outerjoin(WorkerInstance, WorkerInstance.name == TaskExecution.worker)
+                .where(
+                    TaskExecution.status.in_(_HELD_BY_A_WORKER),
+                    TaskExecution.worker.is_not(None),
+                    TaskExecution.updated_at < now - timeout,
+                    or_(
+                        WorkerInstance.name.is_(None),
+                        WorkerInstance.last_seen < now - timeout,
+                        WorkerInstance.started_at > TaskExecution.updated_at,
+                    ),
+                )
+            ).all()
+        lost = [
+            LostRun(run_id, name, _death_of(worker, last_seen, started_at, now - timeout))
+            for run_id, name, worker, last_seen, started_at in candidates
+        ]
+        for reason in {run.reason for run in lost}:
+            ids = [run.id for run in lost if run.reason == reason]
+            self.finish_runs(ids, RunStatus.LOST, now, reason)
+        return lost
+
+    def forget_workers(self, before: datetime) -> None:
+        """Delete the heartbeats of workers silent since ``before``."""
+        with self.database.session() as session:
+            session.execute(delete(WorkerInstance).where(WorkerInstance.last_seen < before))
 
     def disable(self, schedule_id: int, instance: str, now: datetime, note: str) -> None:
         """Take a schedule whose row cannot be used out of rotation, with the reason."""

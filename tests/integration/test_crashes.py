@@ -9,6 +9,7 @@ executed once, the row advanced to its next occurrence and unmarked.
 
 from __future__ import annotations
 
+import os
 import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -112,3 +113,37 @@ def test_a_beat_killed_at_any_point_leaves_one_run(pg_env: Env, tmp_path: Path, 
     fired = [line for b in survivors for line in b.log.splitlines() if "bridge: fired" in line]
     assert len(fired) <= 1, fired
     assert all(beat.popen.poll() is None for beat in survivors)
+
+
+def test_a_worker_killed_mid_run_leaves_it_lost_and_the_schedule_unblocked(pg_env: Env) -> None:
+    env = pg_env
+    quick_death = {"BRIDGE_WORKER_TIMEOUT": "3"}
+    env.cli(
+        "add", "long", "--task", "workers.app.slow", "--timer", "every 2s", "--kwargs",
+        '{"seconds": 120}',
+    )  # fmt: skip
+    doomed = env.start("worker", **quick_death)
+    env.start("beat", **quick_death)
+
+    def long_runs() -> list[Any]:
+        return rows(
+            env.database_url,
+            "SELECT status, worker, error FROM task_execution ORDER BY plan_time",
+        )
+
+    wait_for(lambda: [r.status for r in long_runs()] == ["STARTED"], 60, what="a started run")
+    os.killpg(doomed.popen.pid, signal.SIGKILL)  # the worker and its pool, mid-run
+
+    wait_for(lambda: long_runs()[0].status == "LOST", 30, what="the run to be marked LOST")
+    lost = long_runs()[0]
+    assert lost.error.startswith(f"worker {lost.worker} silent since ")
+    assert lost.error.endswith("presumed dead")
+    assert lost.worker.startswith("worker-0@")
+
+    # The schedule is no longer blocked: its next occurrence goes to a new worker.
+    env.start("worker", **quick_death)
+    wait_for(
+        lambda: any(r.status == "STARTED" and "worker-2@" in r.worker for r in long_runs()),
+        60,
+        what="the next occurrence started by the new worker",
+    )

@@ -15,7 +15,8 @@ A final status is also settled on the run's schedule (see
 set a fixed delay's next run or free a held occurrence.
 
 Recording never fails a task: a write the database refuses is retried a few
-times and then logged.
+times and then held in memory and written, in order, once the database is
+back (see :mod:`bridge.backlog`).
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from sqlalchemy import Update, func, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
+from .backlog import Backlog, Held
 from .config import Settings
-from .database import Database, database_for
+from .database import Database, database_for, error_reason
 from .dispatch import HEADER_SCHEDULE_ID
 from .lifecycle import settle_runs
 from .liveness import WorkerHeartbeat
@@ -45,6 +47,8 @@ logger = logging.getLogger("bridge.recorder")
 _OPEN = [status.value for status in NON_FINAL_STATUSES]
 #: Statuses of a run no delivery has started yet (a RETRY waits for its next delivery).
 _NOT_STARTED = [RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED, RunStatus.RETRY]
+#: How long a worker shutting down waits for the database to take its held records.
+SHUTDOWN_FLUSH_SECONDS = 5.0
 #: Set on the request of a delivery :class:`bridge.task.BridgeTask` dropped as a
 #: duplicate: the recorder then records nothing for it.
 DUPLICATE = "bridge_duplicate"
@@ -79,6 +83,7 @@ class Recorder:
         self.database: Database = database_for(self.settings.database_url)
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
+        self.backlog = Backlog()
 
     # -- which tasks are ours -----------------------------------------------
 
@@ -197,6 +202,17 @@ class Recorder:
                 return session.get(TaskExecution, run_id) is None
         except (OperationalError, DBAPIError) as exc:
             logger.error("bridge: could not check run %s is new (%s); running it", run_id, exc)
+            # Kept for when the database is back; the body runs meanwhile.
+            self._write(
+                run_id,
+                "",
+                None,
+                status=RunStatus.STARTED,
+                retry=False,
+                moves_from=_NOT_STARTED,
+                started_at=now,
+                worker=worker,
+            )
             return True
 
     # -- writing ----------------------------------------------------------------
@@ -259,30 +275,27 @@ class Recorder:
                     # breaker, a fixed delay's next run, a held run's start.
                     settle_runs(session, [run_id], now)
 
-        self._with_retries(apply, run_id, status, self.settings.recorder_retries if retry else 0)
+        held = Held(f"{status.value} of run {run_id}", apply)
+        self._with_retries(held, self.settings.recorder_retries if retry else 0)
 
-    def _with_retries(
-        self, work: Callable[[], None], run_id: str, status: RunStatus, retries: int
-    ) -> None:
-        attempts = retries + 1
-        for attempt in range(1, attempts + 1):
+    def _with_retries(self, held: Held, retries: int) -> None:
+        """Write now, retrying a refused write a few times; then hold it for later."""
+        if len(self.backlog):
+            self.backlog.hold(held)  # behind the writes held before it
+            return
+        for attempt in range(1, retries + 2):
             try:
-                work()
+                held.write()
                 return
             except (OperationalError, DBAPIError) as exc:
-                if attempt == attempts:
-                    logger.error(
-                        "bridge: could not record %s for run %s after %d attempts: %s",
-                        status.value,
-                        run_id,
-                        attempts,
-                        exc,
-                    )
+                if attempt > retries:
+                    logger.warning("bridge: could not record %s: %s", held.what, error_reason(exc))
+                    self.backlog.hold(held)
                     return
                 time.sleep(min(2.0, 0.1 * 2**attempt))
             except Exception:
                 # Recording must never fail the task it records.
-                logger.exception("bridge: recording %s for run %s failed", status.value, run_id)
+                logger.exception("bridge: recording %s failed", held.what)
                 return
 
 
@@ -326,11 +339,16 @@ def install(app: Celery, settings: Settings | None = None) -> Recorder:
             heartbeats.append(heartbeat)
 
     def worker_shutdown(**_: Any) -> None:
+        recorder.backlog.flush(SHUTDOWN_FLUSH_SECONDS)
         while heartbeats:
             heartbeats.pop().stop()
 
+    def pool_process_shutdown(**_: Any) -> None:
+        recorder.backlog.flush(SHUTDOWN_FLUSH_SECONDS)
+
     signals.worker_ready.connect(worker_ready, weak=False)
     signals.worker_shutdown.connect(worker_shutdown, weak=False)
+    signals.worker_process_shutdown.connect(pool_process_shutdown, weak=False)
     for signal, handler in (
         (signals.task_received, received),
         (signals.task_prerun, prerun),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
 
 REPO = Path(__file__).resolve().parent.parent
 CELERY = [sys.executable, "-m", "celery", "-A", "workers.app"]
@@ -54,7 +56,8 @@ def postgres_database() -> Iterator[str]:
     if not port_open("127.0.0.1", 5432):
         unavailable("PostgreSQL", "nothing listens on 127.0.0.1:5432")
     name = f"bridge_test_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    # No pool: a test may restart the server between creating and dropping.
+    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
     with admin.connect() as connection:
         connection.execute(text(f'CREATE DATABASE "{name}"'))
     try:
@@ -63,6 +66,33 @@ def postgres_database() -> Iterator[str]:
         with admin.connect() as connection:
             connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def restart_postgres(down_seconds: float) -> None:
+    """Stop the local PostgreSQL cluster, keep it down, start it again (Debian's pg_ctlcluster).
+
+    Used by the outage tests, which need the real server to go away and come
+    back; it must run as a user allowed to control the cluster.
+    """
+    clusters = (
+        sorted(Path("/etc/postgresql").glob("*/main")) if shutil.which("pg_ctlcluster") else []
+    )
+    if not clusters:
+        unavailable("PostgreSQL control", "pg_ctlcluster and a cluster under /etc/postgresql")
+    version = clusters[-1].parent.name
+    control = ["pg_ctlcluster", "--skip-systemctl-redirect", version, "main"]
+    subprocess.run([*control, "stop", "-m", "fast"], check=True, capture_output=True)
+    try:
+        time.sleep(down_seconds)
+    finally:
+        subprocess.run([*control, "start"], check=True, capture_output=True)
+        wait_for(lambda: port_open("127.0.0.1", 5432), 60, what="PostgreSQL to come back")
 
 
 def redis_broker() -> str:

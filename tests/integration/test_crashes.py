@@ -120,22 +120,23 @@ def test_a_worker_killed_mid_run_leaves_it_lost_and_the_schedule_unblocked(pg_en
     quick_death = {"BRIDGE_WORKER_TIMEOUT": "3"}
     env.cli(
         "add", "long", "--task", "workers.app.slow", "--timer", "every 2s", "--kwargs",
-        '{"seconds": 120}',
+        '{"seconds": 120}', "--expires", "never",
     )  # fmt: skip
     doomed = env.start("worker", **quick_death)
     env.start("beat", **quick_death)
 
-    def long_runs() -> list[Any]:
-        return rows(
-            env.database_url,
-            "SELECT status, worker, error FROM task_execution ORDER BY plan_time",
-        )
+    def long_runs() -> dict[str, Any]:
+        found = rows(env.database_url, "SELECT id, status, worker, error FROM task_execution")
+        return {run.id: run for run in found}
 
-    wait_for(lambda: [r.status for r in long_runs()] == ["STARTED"], 60, what="a started run")
+    def started() -> list[str]:
+        return [run.id for run in long_runs().values() if run.status == "STARTED"]
+
+    (run_id,) = wait_for(started, 60, what="a started run")
     os.killpg(doomed.popen.pid, signal.SIGKILL)  # the worker and its pool, mid-run
 
-    wait_for(lambda: long_runs()[0].status == "LOST", 30, what="the run to be marked LOST")
-    lost = long_runs()[0]
+    wait_for(lambda: long_runs()[run_id].status == "LOST", 30, what="the run to be marked LOST")
+    lost = long_runs()[run_id]
     assert lost.error.startswith(f"worker {lost.worker} silent since ")
     assert lost.error.endswith("presumed dead")
     assert lost.worker.startswith("worker-0@")
@@ -143,7 +144,9 @@ def test_a_worker_killed_mid_run_leaves_it_lost_and_the_schedule_unblocked(pg_en
     # The schedule is no longer blocked: its next occurrence goes to a new worker.
     env.start("worker", **quick_death)
     wait_for(
-        lambda: any(r.status == "STARTED" and "worker-2@" in r.worker for r in long_runs()),
+        lambda: any(
+            r.status == "STARTED" and "worker-2@" in r.worker for r in long_runs().values()
+        ),
         60,
         what="the next occurrence started by the new worker",
     )

@@ -79,6 +79,11 @@ def _recorded_by_unfinished_fire(state: State, run: OpenRun) -> bool:
     return pending_retry or waiting
 
 
+def _is_conflict(exc: DBAPIError) -> bool:
+    """A transaction the database rolled back to resolve a conflict (SQLSTATE class 40)."""
+    return str(getattr(exc.orig, "sqlstate", None) or "").startswith("40")
+
+
 def instance_id() -> str:
     """A beat instance's identity in ``periodic_task.worker``: host, pid and a random part."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
@@ -436,7 +441,11 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             result = work()
         except (OperationalError, DBAPIError) as exc:
             reason = error_reason(exc)
-            self._trouble("database", f"database unreachable ({reason}); retrying with backoff")
+            if _is_conflict(exc):
+                # A deadlock or serialization failure the database broke: transient.
+                self._trouble(reason, f"database conflict ({reason}); retrying")
+            else:
+                self._trouble("database", f"database unreachable ({reason}); retrying with backoff")
             return self._backoff
         except PublishFailed as exc:
             self._trouble("broker", f"broker unreachable ({exc}); retrying with backoff")

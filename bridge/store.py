@@ -180,13 +180,16 @@ class Store:
     def record_run(self, row: dict[str, Any], instance: str, marked: datetime) -> Recorded | None:
         """Insert a run record (``PENDING``) while ``instance``'s mark holds; None if it is lost.
 
-        The schedule row is locked for the insert, so an instance whose lease
-        was taken over records nothing and learns it must not publish. The
-        status returned says whether the run still needs publishing.
+        An instance whose lease was taken over records nothing and learns it
+        must not publish. The schedule row is read, not locked: workers lock a
+        run, then its schedule, so locking here first could deadlock with a
+        worker finishing this very run; and a lock would not outlive the
+        commit anyway. The insert is idempotent, so a lease lost just after
+        the check costs nothing. The status returned says whether the run
+        still needs publishing.
         """
         with self.database.session() as session:
-            held = _held_row(row["periodic_task_id"], instance, marked).with_for_update()
-            if session.scalar(held) is None:
+            if session.scalar(_held_row(row["periodic_task_id"], instance, marked)) is None:
                 return None
             inserted = insert_ignoring_duplicates(session, row)
             status = session.scalars(

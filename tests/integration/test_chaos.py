@@ -1,0 +1,75 @@
+"""The chaos bench's CI variant: beats killed at random for 60 seconds double and lose nothing.
+
+Runs ``python -m bench.chaos --duration 60 --schedules 50`` as a real
+subprocess (three beats, two workers, PostgreSQL and Redis database 13; see
+``bench/README.md``) and checks its verdict: exit status 0, no duplicate, no
+loss, one run record and one body execution per expected occurrence.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import PG_ADMIN_URL, REPO, port_open, unavailable
+
+pytestmark = pytest.mark.e2e
+
+#: Its own Redis database: the other integration tests flush theirs (9).
+REDIS_URL = os.environ.get("BRIDGE_TEST_CHAOS_REDIS_URL", "redis://127.0.0.1:6379/13")
+DURATION = 60
+#: Half the bench's default: on a 2-core machine 100 runs a second plus a beat
+#: restart every 3 s saturate it, the backlog doubles the run's length, and the
+#: test would no longer fit in about two minutes (see bench/README.md).
+SCHEDULES = 50
+
+
+def figure(output: str, label: str) -> str:
+    found = re.search(rf"^{re.escape(label)}: (.+)$", output, re.MULTILINE)
+    assert found, f"no {label!r} line in the bench's output:\n{output}"
+    return found.group(1)
+
+
+@pytest.mark.timeout(240)
+def test_sixty_seconds_of_killed_beats_run_every_occurrence_once(tmp_path: Path) -> None:
+    if not port_open("127.0.0.1", 5432):
+        unavailable("PostgreSQL", "nothing listens on 127.0.0.1:5432")
+    if not port_open("127.0.0.1", 6379):
+        unavailable("Redis", "nothing listens on 127.0.0.1:6379")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.chaos",
+            "--duration",
+            str(DURATION),
+            "--schedules",
+            str(SCHEDULES),
+            "--pg-url",
+            PG_ADMIN_URL,
+            "--redis-url",
+            REDIS_URL,
+            "--drain-timeout",
+            "75",
+        ],
+        cwd=REPO,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # the process logs stay with the test
+        capture_output=True,
+        text=True,
+        timeout=220,
+    )
+    output = f"{result.stdout}\n{result.stderr}"
+    print(result.stdout)  # the figures, for the CI log (pytest -s, or on failure)
+    assert result.returncode == 0, output
+    assert figure(output, "duplicates") == "0", output
+    assert figure(output, "lost") == "0", output
+    expected = DURATION * SCHEDULES
+    assert figure(output, "occurrences expected") == str(expected), output
+    assert figure(output, "runs recorded") == str(expected), output
+    assert figure(output, "body executions") == str(expected), output
+    assert int(figure(output, "kills").split()[0]) >= DURATION // 5, output

@@ -24,10 +24,14 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 logger = logging.getLogger("bridge.recorder")
 
+#: The errors that mean "the database is not answering": worth holding a write for.
+#: (Deadlocks are operational errors too, and pass.) Anything else, a value the
+#: database refuses for instance, would fail again and block the writes behind it.
+UNREACHABLE = (OperationalError, InterfaceError)
 #: The most writes one worker process holds.
 LIMIT = 10_000
 #: The longest the writer waits between attempts while the database is away.
@@ -102,7 +106,7 @@ class Backlog:
             time.sleep(wait)
             try:
                 head.write()
-            except (OperationalError, DBAPIError):
+            except UNREACHABLE:
                 wait = min(MAX_WAIT, max(0.5, wait * 2))
                 continue
             except Exception:

@@ -16,7 +16,7 @@ import threading
 from datetime import datetime
 
 from sqlalchemy import delete
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
 
 from .database import Database, error_reason
 from .models import WorkerInstance, utcnow
@@ -47,7 +47,7 @@ class WorkerHeartbeat:
         try:
             with self.database.session() as session:
                 session.execute(delete(WorkerInstance).where(WorkerInstance.name == self.name))
-        except (OperationalError, DBAPIError) as exc:
+        except DBAPIError as exc:
             logger.warning("bridge: could not remove the heartbeat of %s (%s)", self.name, exc)
 
     def beat(self, now: datetime) -> None:
@@ -62,11 +62,12 @@ class WorkerHeartbeat:
         while not self._stop.is_set():
             try:
                 self.beat(utcnow())
-            except (OperationalError, DBAPIError) as exc:
+            except Exception as exc:
+                # Whatever failed (an outage, an exhausted pool), the thread
+                # must live on: without it beat takes this worker for dead.
                 if not self._failing:
-                    logger.error(
-                        "bridge: worker heartbeat failed (%s); retrying", error_reason(exc)
-                    )
+                    reason = error_reason(exc) if isinstance(exc, DBAPIError) else repr(exc)
+                    logger.error("bridge: worker heartbeat failed (%s); retrying", reason)
                 self._failing = True
             else:
                 if self._failing:

@@ -32,7 +32,7 @@ from sqlalchemy import Update, func, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-from .backlog import Backlog, Held
+from .backlog import UNREACHABLE, Backlog, Held
 from .config import Settings
 from .database import Database, database_for, error_reason
 from .dispatch import HEADER_SCHEDULE_ID
@@ -108,8 +108,9 @@ class Recorder:
             # here would stall every task. STARTED follows and corrects it.
             retry=False,
             # Never back from STARTED: a second delivery of a running run
-            # must not make it look unstarted.
-            moves_from=[RunStatus.PENDING, RunStatus.SENT],
+            # must not make it look unstarted. A run RECEIVED again (the
+            # broker redelivered it) now belongs to the worker that has it.
+            moves_from=[RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED],
         )
 
     def on_prerun(self, task_id: str, task: Any, **_: Any) -> None:
@@ -269,8 +270,10 @@ class Recorder:
                         },
                     )
                 changed = session.execute(statement.returning(TaskExecution.id)).first()
+                if changed is None:
+                    return  # the run moved on without this write (a late or repeated one)
                 _show_on_schedule(session, run_id, status)
-                if changed is not None and status.is_final and not external:
+                if status.is_final and not external:
                     # What the outcome does to the schedule: a retry, the
                     # breaker, a fixed delay's next run, a held run's start.
                     settle_runs(session, [run_id], now)
@@ -287,14 +290,15 @@ class Recorder:
             try:
                 held.write()
                 return
-            except (OperationalError, DBAPIError) as exc:
+            except UNREACHABLE as exc:
                 if attempt > retries:
                     logger.warning("bridge: could not record %s: %s", held.what, error_reason(exc))
                     self.backlog.hold(held)
                     return
                 time.sleep(min(2.0, 0.1 * 2**attempt))
             except Exception:
-                # Recording must never fail the task it records.
+                # Recording must never fail the task it records, and a write
+                # the database refuses for its content will not get better.
                 logger.exception("bridge: recording %s failed", held.what)
                 return
 

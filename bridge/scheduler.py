@@ -43,7 +43,7 @@ from .decisions import (
 )
 from .lifecycle import apply_plan, state_of
 from .models import PeriodicTask, RunStatus, utcnow
-from .store import Store
+from .store import LostRun, Store
 from .sync import sync_beat_schedule
 
 logger = logging.getLogger("bridge.scheduler")
@@ -116,8 +116,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self._next_sweep = 0.0
         self._next_heartbeat = 0.0
         self._started_at = utcnow()
-        #: Since when this instance has reached the database without a break.
-        self._reachable_since = self._started_at
+        #: Since when this instance has reached the database without a break
+        #: (None: not since the last failure).
+        self._reachable_since: datetime | None = None
         self._sent = 0
         super().__init__(*args, **kwargs)
 
@@ -169,12 +170,11 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
     def _tick(self) -> float:
         if not self._config_synced:
             self._sync_config()
-        now = utcnow()
-        self._heartbeat(now)
-        self._sweep(now)
+        self._heartbeat(utcnow())
+        self._sweep(utcnow())
         claimed = self.store.claim_due(
             self.instance,
-            now,
+            utcnow(),
             timedelta(seconds=self.settings.lease_seconds),
             self.settings.batch_size,
         )
@@ -412,10 +412,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             return
         timeout = self.settings.worker_timeout
         self._next_sweep = time.monotonic() + min(SWEEP_SECONDS, timeout / 2)
-        lost = []
+        lost: list[LostRun] = []
         # Worker heartbeats are judged only once this instance has itself
         # reached the database for a whole timeout: after an outage, workers
         # need that long to write theirs again.
+        if self._reachable_since is None:
+            self._reachable_since = now
         if now - self._reachable_since >= timedelta(seconds=timeout):
             lost += self.store.sweep_dead_workers(now, timedelta(seconds=timeout))
             self.store.forget_workers(now - timedelta(seconds=max(WORKER_EXPIRY, timeout)))
@@ -445,6 +447,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                 # A deadlock or serialization failure the database broke: transient.
                 self._trouble(reason, f"database conflict ({reason}); retrying")
             else:
+                # Workers could not write their heartbeats either: give them a
+                # whole timeout once the database is back before judging them.
+                self._reachable_since = None
                 self._trouble("database", f"database unreachable ({reason}); retrying with backoff")
             return self._backoff
         except PublishFailed as exc:
@@ -456,8 +461,6 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             return self._backoff
         if self._outage is not None:
             logger.warning("bridge: recovered; ticking again")
-            if self._outage == "database":
-                self._reachable_since = utcnow()
             self._outage = None
         self._backoff = 0.0
         return float(result) if isinstance(result, float | int) else 0.0

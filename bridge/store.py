@@ -55,6 +55,10 @@ def _held_row(schedule_id: int, instance: str, marked: datetime) -> Select[Perio
     )
 
 
+class _LeaseLost(Exception):
+    """The mark a write was guarded by is no longer this instance's."""
+
+
 @dataclass(frozen=True)
 class Recorded:
     """What recording a run found: whether this call inserted it, and its status now."""
@@ -63,9 +67,10 @@ class Recorded:
     status: RunStatus
 
 
-#: Statuses of a run one worker has taken: its fate hangs on that worker's life.
-#: (A run in RETRY waits in the broker and may go to any worker.)
-_HELD_BY_A_WORKER = [RunStatus.RECEIVED, RunStatus.STARTED]
+#: Statuses of a run whose fate hangs on one worker's life. A run only
+#: RECEIVED is still unacknowledged in the broker, which hands it to another
+#: worker if this one dies; a run in RETRY waits in the broker for any worker.
+_HELD_BY_A_WORKER = [RunStatus.STARTED]
 
 
 class LostRun(NamedTuple):
@@ -180,22 +185,26 @@ class Store:
     def record_run(self, row: dict[str, Any], instance: str, marked: datetime) -> Recorded | None:
         """Insert a run record (``PENDING``) while ``instance``'s mark holds; None if it is lost.
 
-        An instance whose lease was taken over records nothing and learns it
-        must not publish. The schedule row is read, not locked: workers lock a
-        run, then its schedule, so locking here first could deadlock with a
-        worker finishing this very run; and a lock would not outlive the
-        commit anyway. The insert is idempotent, so a lease lost just after
-        the check costs nothing. The status returned says whether the run
-        still needs publishing.
+        The insert and the check of the mark are one transaction, and the
+        check locks the schedule row: another instance cannot take the row
+        over in between (its claim skips locked rows), and an instance whose
+        lease was taken over records nothing and learns it must not publish.
+        The run is written before the schedule row is locked, the order the
+        workers use (a run, then its schedule), so the two never deadlock.
+        The status returned says whether the run still needs publishing.
         """
-        with self.database.session() as session:
-            if session.scalar(_held_row(row["periodic_task_id"], instance, marked)) is None:
-                return None
-            inserted = insert_ignoring_duplicates(session, row)
-            status = session.scalars(
-                select(TaskExecution.status).where(TaskExecution.id == row["id"])
-            ).one()
-            return Recorded(inserted, RunStatus(status))
+        held = _held_row(row["periodic_task_id"], instance, marked).with_for_update()
+        try:
+            with self.database.session() as session:
+                inserted = insert_ignoring_duplicates(session, row)
+                if session.scalar(held) is None:
+                    raise _LeaseLost()  # rolls the insert back
+                status = session.scalars(
+                    select(TaskExecution.status).where(TaskExecution.id == row["id"])
+                ).one()
+                return Recorded(inserted, RunStatus(status))
+        except _LeaseLost:
+            return None
 
     def mark_sent(self, run_id: str, now: datetime) -> None:
         """``PENDING`` → ``SENT``; a worker that already reported progress keeps its status."""

@@ -300,7 +300,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         try:
             # One connection attempt: the tick must not sit in Celery's long
             # reconnect loop, deaf to SIGTERM, while the broker is down.
-            self.connection.ensure_connection(max_retries=1)
+            self.connection.ensure_connection(max_retries=0)
             dispatch.publish(
                 self.app,
                 payload,

@@ -112,11 +112,12 @@ class Backlog:
             except Exception:
                 # A write that fails for another reason would block the rest forever.
                 logger.exception("bridge: writing the held record of %s failed", head.what)
+            else:
+                self._written += 1
             wait = 0.0
             with self._lock:
                 if self._writes and self._writes[0] is head:
                     self._writes.popleft()
-                self._written += 1
                 if not self._writes:
                     logger.warning("bridge: database back; wrote %d held record(s)", self._written)
                     self._written = 0

@@ -79,6 +79,12 @@ def _recorded_by_unfinished_fire(state: State, run: OpenRun) -> bool:
     return pending_retry or waiting
 
 
+def _report_lost(runs: list[LostRun]) -> None:
+    for run in runs:
+        owner = "no schedule" if run.schedule is None else repr(run.schedule)
+        logger.warning("bridge: run %s of %s marked LOST: %s", run.id, owner, run.reason)
+
+
 def _is_conflict(exc: DBAPIError) -> bool:
     """A transaction the database rolled back to resolve a conflict (SQLSTATE class 40)."""
     return str(getattr(exc.orig, "sqlstate", None) or "").startswith("40")
@@ -368,11 +374,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         live, stale = split_stale(
             self.store.open_runs(row.id), now, timedelta(seconds=self.settings.stale_run_seconds)
         )
-        if stale:
-            reason = _lost_reason(self.settings.stale_run_seconds)
-            self.store.finish_runs([run.id for run in stale], RunStatus.LOST, now, reason)
-            for run in stale:
-                logger.warning("bridge: run %s of %r marked LOST: %s", run.id, row.name, reason)
+        reason = _lost_reason(self.settings.stale_run_seconds)
+        _report_lost(self.store.give_up([LostRun(run.id, row.name, reason) for run in stale], now))
         return live, bool(stale)
 
     def _advance(self, row: PeriodicTask, plan: Plan, run_ids: list[str], now: datetime) -> None:
@@ -424,9 +427,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         stale = self.settings.stale_run_seconds
         reason = _lost_reason(stale)
         lost += self.store.sweep_stale(now, timedelta(seconds=stale), reason)
-        for run in lost:
-            owner = "no schedule" if run.schedule is None else repr(run.schedule)
-            logger.warning("bridge: run %s of %s marked LOST: %s", run.id, owner, run.reason)
+        _report_lost(lost)
         self.store.forget_instances(self._instance_expiry(now))
 
     # -- outages, signals, config -------------------------------------------

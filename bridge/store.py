@@ -281,9 +281,7 @@ class Store:
                     )
                 )
             ]
-        if found:
-            self.finish_runs([run.id for run in found], RunStatus.LOST, now, reason)
-        return found
+        return self.give_up(found, now)
 
     def sweep_dead_workers(self, now: datetime, timeout: timedelta) -> list[LostRun]:
         """Mark ``LOST`` the runs held by workers that died, with the reason of each.
@@ -315,14 +313,20 @@ class Store:
                     ),
                 )
             ).all()
-        lost = [
-            LostRun(run_id, name, _death_of(worker, last_seen, started_at, now - timeout))
-            for run_id, name, worker, last_seen, started_at in candidates
-        ]
-        for reason in {run.reason for run in lost}:
-            ids = [run.id for run in lost if run.reason == reason]
+        return self.give_up(
+            [
+                LostRun(run_id, name, _death_of(worker, last_seen, started_at, now - timeout))
+                for run_id, name, worker, last_seen, started_at in candidates
+            ],
+            now,
+        )
+
+    def give_up(self, runs: list[LostRun], now: datetime) -> list[LostRun]:
+        """Mark ``runs`` LOST, each with its reason, and settle their schedules; returns them."""
+        for reason in {run.reason for run in runs}:
+            ids = [run.id for run in runs if run.reason == reason]
             self.finish_runs(ids, RunStatus.LOST, now, reason)
-        return lost
+        return runs
 
     def forget_workers(self, before: datetime) -> None:
         """Delete the heartbeats of workers silent since ``before``."""

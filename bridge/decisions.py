@@ -299,6 +299,9 @@ def resume(state: State, recorded: list[OpenRun]) -> Plan:
     The runs were decided already and their records hold their ids: they are
     sent as they are, and the cursor moves past them, before anything new is
     decided. This keeps one run per occurrence whatever instance resumes.
+
+    The cursor never moves back: a held occurrence is older than it. A held
+    occurrence that is among the runs is no longer held.
     """
     sends = sorted(
         Send(run.plan_time, Trigger(run.trigger), run.attempt)
@@ -310,12 +313,16 @@ def resume(state: State, recorded: list[OpenRun]) -> Plan:
     next_occurrence = state.next_occurrence
     if occurrences_sent:
         latest = max(occurrences_sent)
-        next_occurrence = None if state.fixed_delay else state.timer.next_after(latest)
+        following = state.timer.next_after(latest)
+        if state.fixed_delay:
+            next_occurrence = None  # one interval after this run ends
+        elif next_occurrence is None or (following is not None and following > next_occurrence):
+            next_occurrence = following
     remaining = state.policies.remaining
     return Plan(
         sends=sends,
         next_occurrence=bounded_occurrence(state, next_occurrence),
-        held=state.held,
+        held=None if state.held in occurrences_sent else state.held,
         sent_retry=retries[-1].attempt if retries else None,
         remaining=None if remaining is None else remaining - len(occurrences_sent),
     )

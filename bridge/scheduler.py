@@ -65,18 +65,22 @@ def _lost_reason(stale_seconds: float) -> str:
 
 
 def _recorded_by_unfinished_fire(state: State, run: OpenRun) -> bool:
-    """A run beat recorded for the occurrence (or retry) the row still waits on.
+    """A run beat recorded for the row whose fire was cut short before it advanced.
 
-    Its id is the deterministic one of its occurrence and attempt, and the
-    row's cursor was not moved past it: the fire that recorded it was cut short.
+    Its id is the deterministic one of its occurrence and attempt, and either
+    it was never sent (still PENDING: only beat writes that, and only a fire
+    that did not finish leaves it) or the row's cursor was not moved past it.
+    A held occurrence is recorded with the cursor already past it, so only
+    its status tells that its fire did not finish.
     """
     if run.plan_time is None or run.trigger not in SCHEDULED_TRIGGERS:
         return False
     if run.id != dispatch.run_id_for(state.schedule_id, run.plan_time, run.attempt):
         return False
+    unsent = run.status == RunStatus.PENDING
     pending_retry = run.plan_time == state.retry_plan and run.attempt == state.retry_attempt
     waiting = state.next_occurrence is not None and run.plan_time >= state.next_occurrence
-    return pending_retry or waiting
+    return unsent or pending_retry or waiting
 
 
 def _report_lost(runs: list[LostRun]) -> None:

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from bridge import Bridge
+from bridge.dispatch import run_id_for
 from tests.crashing import POINTS
-from tests.support import Env, rows, wait_for
+from tests.support import Env, execute, rows, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -41,22 +42,41 @@ def runs(env: Env) -> list[Any]:
     )
 
 
-def add_due_soon(env: Env, journal: Path) -> datetime:
-    """An hourly schedule whose first occurrence is a few seconds away; returns it."""
+#: Policies the crash tests run under, besides the defaults (skip, catch-up latest).
+POLICIES: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "buffer_one": {"overlap": "buffer_one"},
+    "catchup_all_with_retries": {"catchup": "all", "max_attempts": 3, "backoff": ["1s"]},
+}
+#: Every crash point under the defaults; the points around the record under the others.
+CASES = [(point, "defaults") for point in POINTS] + [
+    (point, policy) for policy in POLICIES if policy != "defaults" for point in ("record", "sent")
+]
+
+
+def add_crash_schedule(env: Env, journal: Path, anchor: datetime, **policies: Any) -> Any:
+    """The hourly schedule ``crash`` anchored at ``anchor``; its task journals each body run."""
     from workers.app import app
 
-    now = datetime.now(UTC).replace(microsecond=0)
     api = Bridge(app, database_url=env.database_url)
     try:
-        schedule = api.add(
+        return api.add(
             "crash",
             task="workers.app.once",
             timer="every 1h",
             kwargs={"path": str(journal)},
-            anchor=now + timedelta(seconds=3) - timedelta(hours=1),
+            anchor=anchor,
+            **policies,
         )
     finally:
         api.database.dispose()
+
+
+def add_due_soon(env: Env, journal: Path, policies: dict[str, Any]) -> datetime:
+    """The schedule with its first occurrence a few seconds away; returns it."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    anchor = now + timedelta(seconds=3) - timedelta(hours=1)
+    schedule = add_crash_schedule(env, journal, anchor, **policies)
     assert schedule.nextrun is not None
     return schedule.nextrun
 
@@ -78,12 +98,14 @@ def assert_crashed_at(env: Env, point: str, plan: datetime) -> None:
         assert advanced and row.worker is None and len(recorded) == 1
 
 
-@pytest.mark.parametrize("point", POINTS)
-def test_a_beat_killed_at_any_point_leaves_one_run(pg_env: Env, tmp_path: Path, point: str) -> None:
+@pytest.mark.parametrize(("point", "policy"), CASES)
+def test_a_beat_killed_at_any_point_leaves_one_run(
+    pg_env: Env, tmp_path: Path, point: str, policy: str
+) -> None:
     env = pg_env
     journal = tmp_path / "journal"
     env.start("worker")
-    plan = add_due_soon(env, journal)
+    plan = add_due_soon(env, journal, POLICIES[policy])
 
     doomed = env.start(
         "beat",
@@ -150,3 +172,53 @@ def test_a_worker_killed_mid_run_leaves_it_lost_and_the_schedule_unblocked(pg_en
         60,
         what="the next occurrence started by the new worker",
     )
+
+
+def test_a_held_occurrence_recorded_by_a_beat_that_died_is_sent_once(
+    pg_env: Env, tmp_path: Path
+) -> None:
+    """Overlap ``buffer_one``: a beat died after recording the held occurrence, before advancing.
+
+    The row's cursor is already past the held occurrence, so only the record's
+    PENDING status says its fire was cut short. The database is put in exactly
+    the state such a crash leaves (the record of the ``record`` crash point,
+    the held column still set, an expired mark of a dead instance); a live
+    beat must send that run once and clear the held occurrence.
+    """
+    env = pg_env
+    journal = tmp_path / "journal"
+    now = datetime.now(UTC).replace(microsecond=0)
+    held = now - timedelta(minutes=1)
+    schedule = add_crash_schedule(env, journal, held, overlap="buffer_one")
+    following = held + timedelta(hours=1)
+    run_id = run_id_for(schedule.id, held)
+    execute(
+        env.database_url,
+        "UPDATE periodic_task SET held = :held, next_occurrence = :following, nextrun = :held,"
+        " worker = 'gone:1:dead', marked = :expired WHERE id = :id",
+        held=held, following=following, expired=now - timedelta(hours=1), id=schedule.id,
+    )  # fmt: skip
+    execute(
+        env.database_url,
+        "INSERT INTO task_execution (id, periodic_task_id, task, plan_time, attempt, trigger,"
+        " status, updated_at) VALUES (:id, :schedule, 'workers.app.once', :held, 1,"
+        " 'scheduled', 'PENDING', :held)",
+        id=run_id, schedule=schedule.id, held=held,
+    )  # fmt: skip
+
+    env.start("worker")
+    env.start("beat", BRIDGE_LEASE_SECONDS=LEASE)
+
+    def completed() -> bool:
+        return [r.status for r in runs(env)] == ["SUCCESS"]
+
+    wait_for(completed, 60, what="the held occurrence to run")
+    (run,) = runs(env)
+    assert (run.id, run.plan_time) == (run_id, held)
+    assert journal.read_text() == "ran\n", "the task body ran exactly once"
+    (row,) = rows(
+        env.database_url,
+        "SELECT held, next_occurrence, nextrun, worker FROM periodic_task WHERE name = 'crash'",
+    )
+    assert row.held is None and row.worker is None
+    assert row.next_occurrence == following and row.nextrun == following

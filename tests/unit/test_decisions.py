@@ -24,6 +24,7 @@ from bridge.decisions import (
     decide,
     finish_note,
     fire_time,
+    resume,
     settle,
     split_stale,
     wait_seconds,
@@ -199,6 +200,30 @@ def test_overlap_buffer_one_starts_the_held_occurrence_once_nothing_runs() -> No
     assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
     assert plan.held is None
     assert plan.next_occurrence == at(20)
+
+
+def test_resuming_a_held_occurrence_sends_it_unheld_without_moving_the_cursor_back() -> None:
+    """A fire of a held occurrence cut short after recording it: the cursor is already past it."""
+    recorded = OpenRun("held", "PENDING", at(10), at(12), "scheduled")
+    plan = resume(state(overlap="buffer_one", next_occurrence=at(20), held=at(10)), [recorded])
+    assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
+    assert plan.held is None
+    assert plan.next_occurrence == at(20)
+
+
+def test_resuming_an_occurrence_moves_the_cursor_past_it_and_keeps_another_held_one() -> None:
+    recorded = OpenRun("due", "PENDING", at(20), at(20), "scheduled")
+    plan = resume(state(overlap="buffer_one", next_occurrence=at(20), held=at(10)), [recorded])
+    assert plan.sends == [Send(at(20), Trigger.SCHEDULED)]
+    assert (plan.held, plan.next_occurrence) == (at(10), at(30))
+
+
+def test_resuming_a_fixed_delay_run_waits_for_it_to_finish() -> None:
+    timer = parse_timer("every 10s after completion", "UTC", T0)
+    recorded = OpenRun("due", "PENDING", at(10), at(10), "scheduled")
+    plan = resume(state(timer, next_occurrence=at(10)), [recorded])
+    assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
+    assert plan.next_occurrence is None
 
 
 def test_overlap_replace_revokes_the_live_runs_and_sends() -> None:

@@ -10,12 +10,13 @@ import functools
 import json
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import click
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from .api import Bridge, Run, Schedule
+from .bulk import export_schedules, import_schedules
 from .database import error_reason
 from .errors import BridgeError
 from .policy import POLICY_NAMES
@@ -526,3 +527,65 @@ def status(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"due and unclaimed: {report.due_unclaimed}")
     lateness = report.worst_lateness
     click.echo(f"worst lateness: {'-' if lateness is None else f'{lateness:.1f}s'}")
+
+
+@bridge.command(name="import")
+@click.argument("source", metavar="FILE", type=click.File("r", encoding="utf-8-sig"))
+@click.option(
+    "--dry-run", is_flag=True, help="Check every line and report what it would do; write nothing."
+)
+@click.option(
+    "--all-or-nothing",
+    is_flag=True,
+    help="Write nothing if any line is refused (default: write the lines that are valid).",
+)
+@click.option(
+    "--allow-unknown-task",
+    is_flag=True,
+    help="Accept task names this app does not register (only the workers import them).",
+)
+@click.pass_context
+@fails_in_one_line
+def import_(
+    ctx: click.Context,
+    source: TextIO,
+    dry_run: bool,
+    all_or_nothing: bool,
+    allow_unknown_task: bool,
+) -> None:
+    """Create or update schedules from JSON Lines (FILE, or - for standard input).
+
+    One schedule per line, with the fields of add; a name that exists is
+    updated as edit would. Each refused line is reported with its number and
+    the exit status is 1.
+    """
+    report = import_schedules(
+        _bridge(ctx),
+        source,
+        allow_unknown_task=allow_unknown_task,
+        all_or_nothing=all_or_nothing,
+        dry_run=dry_run,
+    )
+    for refusal in report.refusals:
+        click.echo(f"line {refusal.line}: {refusal.reason}", err=True)
+    if dry_run:
+        click.echo(f"dry run, nothing written: {report.summary()}")
+    elif not report.written:
+        click.echo(f"nothing written (--all-or-nothing): {report.summary()}")
+    else:
+        click.echo(report.summary())
+    if report.refusals:
+        ctx.exit(1)
+
+
+@bridge.command(name="export")
+@click.argument("target", metavar="[FILE]", default="-", type=click.File("w", encoding="utf-8"))
+@click.pass_context
+@fails_in_one_line
+def export(ctx: click.Context, target: TextIO) -> None:
+    """Write every schedule as JSON Lines, ordered by name (FILE, or standard output).
+
+    The definition and policies only, not the runtime state: import reads it back.
+    """
+    for line in export_schedules(_bridge(ctx)):
+        target.write(line + "\n")

@@ -1,0 +1,549 @@
+"""Bulk import and export of schedules as JSON Lines: ``bridge import`` and ``bridge export``.
+
+A line is one JSON object with the fields of ``bridge add``: ``name``,
+``task`` and ``timer`` (required), ``args``, ``kwargs``, ``timezone``,
+``queue``, ``options``, ``enabled``, ``anchor`` and every policy keyword of
+:class:`~bridge.policy.PolicyFields`. A line is a complete definition, not a
+patch: a field left out takes the default ``add`` gives it, so importing a
+file makes each schedule it names exactly what its line says.
+
+Import checks each line in Python, with no database connection, through the
+same checks as :meth:`bridge.api.Bridge.add`, then writes in batches: one
+``SELECT`` of the batch's names, one multi-row ``INSERT`` of the new
+schedules and one ``executemany`` ``UPDATE`` per kind of change, so that a
+hundred thousand lines take seconds rather than a transaction each.
+
+How an existing schedule is updated follows ``edit``, ``pause`` and ``resume``:
+
+* a new timer, time zone, start, end or anchor moves the cursor to the first
+  occurrence after now (a new interval timer counts from now unless the line
+  gives an ``anchor``); other changes leave it;
+* ``enabled: false`` on an enabled schedule pauses it; ``enabled: true`` (the
+  default) on a paused, broken or finished one resumes it from now;
+* ``remaining`` is a countdown beat moves, so, as in ``beat_schedule`` sync,
+  it is not compared: the line's value is taken when the line creates the
+  schedule or changes something else, and importing the same file twice
+  leaves the countdown alone.
+
+One difference from ``add``: a line with ``enabled: false`` may have no
+occurrence to come (a one-shot in the past, an end that has passed). That is
+how a finished schedule exports, and it imports as a paused schedule with no
+next run, so that an export always imports again.
+
+Export writes what recreates each schedule and nothing of its runtime state
+(cursor, counters, notes, marks): the fields whose value differs from
+``add``'s default, plus ``timezone`` always (the default depends on the app)
+and ``anchor`` for interval timers (it fixes their phase). Names are in
+code-point order on both databases. Exporting, importing the export into an
+empty database and exporting again gives the same text; importing an export
+into the database it came from reports every schedule unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from itertools import groupby, islice
+from typing import Any, NamedTuple
+
+from sqlalchemy import Connection, Row, bindparam, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from .api import Bridge, _instant, _with_queue
+from .database import Database
+from .errors import ValidationError
+from .models import PeriodicTask, Source, utcnow
+from .policy import POLICY_NAMES, Policies
+from .spec import (
+    Definition,
+    build_definition,
+    check_name,
+    check_timer,
+    next_in_bounds,
+    require_occurrence,
+)
+from .sync import FRESH_STATE, MOVING_COLUMNS, TIMING_COLUMNS
+from .timers import Timer, format_duration
+
+#: The fields a line may have besides the policies, in the order export writes them.
+#: ``queue`` is merged into ``options`` (as ``add --queue`` does), so export never writes it.
+DEFINITION_FIELDS = (
+    "name",
+    "task",
+    "timer",
+    "timezone",
+    "anchor",
+    "args",
+    "kwargs",
+    "options",
+    "queue",
+    "enabled",
+)
+LINE_FIELDS = (*DEFINITION_FIELDS, *POLICY_NAMES)
+
+#: Lines checked and written together: a few statements per batch.
+BATCH_SIZE = 2000
+#: How often a batch is planned again when another process created one of its names meanwhile.
+CONFLICT_RETRIES = 3
+#: How much of an unreadable line a refusal repeats.
+SHOWN_CHARS = 80
+
+_TABLE = PeriodicTask.__table__
+#: A ``periodic_task`` row's values by column name: a SQLAlchemy ``RowMapping`` or a dict.
+RowValues = Mapping[Any, Any]
+#: The columns an import compares: the definition, the anchor and the enabled flag.
+_DEFINITION_COLUMNS = (
+    "task",
+    "timer",
+    "timezone",
+    "args",
+    "kwargs",
+    "options",
+    *Policies().columns(),
+)
+_COMPARED = tuple(c for c in (*_DEFINITION_COLUMNS, "anchor", "enabled") if c not in MOVING_COLUMNS)
+#: What moves a schedule to a new first occurrence (``edit``'s rule, plus an explicit anchor).
+_RETIMING = (*TIMING_COLUMNS, "anchor")
+#: The column of each policy keyword, for export.
+_POLICY_COLUMNS = dict(zip(POLICY_NAMES, Policies().columns(), strict=True))
+#: Policy values a new schedule has, as export writes them; equal values are left out.
+_DEFAULTS: dict[str, Any] = {"args": [], "kwargs": {}, "options": {}, "enabled": True}
+
+
+# -- one line ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What checking a line needs besides its text; no database connection."""
+
+    #: The instant the batch is imported at: new anchors, first occurrences, timestamps.
+    now: datetime
+    #: The zone of a line that names none (the app's ``timezone``, else UTC).
+    default_timezone: str
+    #: The app's registered task names, or None to accept any task name.
+    known_tasks: Collection[str] | None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A valid line: the schedule's normalised definition, ready to compare and write."""
+
+    line: int
+    name: str
+    definition: Definition
+    enabled: bool
+    #: The anchor the line gives, or None to keep the schedule's (or take now).
+    anchor: datetime | None
+    #: The timer as the line wrote it, repeated by a refusal.
+    given_timer: Any
+    #: The parsed timer, counting from ``anchor`` or, without one, from the import's now.
+    timer: Timer
+    #: The first occurrence after now for that timer (None: a disabled line with none to come).
+    first: datetime | None
+
+    def occurrence(self, anchor: datetime, now: datetime) -> datetime | None:
+        """The first occurrence after ``now`` with the timer counted from ``anchor``."""
+        timer = self.timer
+        if anchor != (self.anchor or now):
+            timer = check_timer(self.definition.timer, self.definition.timezone, anchor)
+        return _first_occurrence(
+            timer, self.definition.policies, self.enabled, now, self.given_timer
+        )
+
+    def new_row(self, now: datetime) -> dict[str, Any]:
+        """The ``periodic_task`` values ``add`` would write for this line."""
+        return self.definition.new_row(
+            self.name,
+            anchor=self.anchor or now,
+            # A disabled line may have no occurrence to come: new_row then
+            # leaves the cursor empty, as a finished schedule's is.
+            first=self.first,  # type: ignore[arg-type]
+            enabled=self.enabled,
+            source=Source.API,
+            now=now,
+        )
+
+    def changes(self, row: RowValues, now: datetime) -> dict[str, Any] | None:
+        """The column values that bring ``row`` to this line, or None when it already matches.
+
+        Raises :class:`ValidationError` when the new timing leaves an enabled
+        schedule no occurrence to come, as ``edit`` and ``resume`` do.
+        """
+        columns = self.definition.columns()
+        # edit's rule: a new timer starts from now, anything else keeps the grid.
+        anchor = self.anchor or (now if columns["timer"] != row["timer"] else row["anchor"])
+        wanted = {**columns, "anchor": anchor, "enabled": self.enabled}
+        if all(row[key] == wanted[key] for key in _COMPARED):
+            return None
+        changes: dict[str, Any] = {**columns, "updated_at": now}
+        resumed = self.enabled and not row["enabled"]
+        if resumed or any(row[key] != wanted[key] for key in _RETIMING):
+            first = self.occurrence(anchor, now)
+            changes.update(anchor=anchor, next_occurrence=first, nextrun=first)
+        if resumed:
+            changes.update(FRESH_STATE, enabled=True, note=None)
+        elif row["enabled"] and not self.enabled:
+            changes.update(enabled=False, note=None)
+        return changes
+
+
+def parse_line(text: str, line: int, rules: Rules) -> Entry:
+    """Check one line as ``add`` checks its arguments; raises :class:`ValidationError`."""
+    try:
+        fields = json.loads(text)
+    except ValueError:
+        fields = None
+    if not isinstance(fields, dict):
+        shown = text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
+        raise ValidationError("json", shown, "a JSON object with a schedule's fields")
+    unknown = sorted(set(fields) - set(LINE_FIELDS))
+    if unknown:
+        raise ValidationError("field", unknown[0], f"one of {', '.join(LINE_FIELDS)}")
+    name = check_name(fields.get("name"))
+    enabled = fields.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ValidationError("enabled", enabled, "true or false")
+    anchor = None if fields.get("anchor") is None else _instant("anchor", fields["anchor"])
+    queue = fields.get("queue")
+    if queue is not None and not isinstance(queue, str):
+        raise ValidationError("queue", queue, "a queue name")
+    definition, timer = build_definition(
+        task=fields.get("task"),
+        timer=fields.get("timer"),
+        timezone=fields.get("timezone") or rules.default_timezone,
+        anchor=anchor or rules.now,
+        args=fields.get("args") or [],
+        kwargs=fields.get("kwargs"),
+        options=_with_queue(fields.get("options"), queue),
+        policies={key: fields[key] for key in POLICY_NAMES if key in fields},
+        known_tasks=rules.known_tasks,
+    )
+    given_timer = fields.get("timer")
+    first = _first_occurrence(timer, definition.policies, enabled, rules.now, given_timer)
+    return Entry(line, name, definition, enabled, anchor, given_timer, timer, first)
+
+
+def _first_occurrence(
+    timer: Timer, policies: Policies, enabled: bool, now: datetime, given_timer: Any
+) -> datetime | None:
+    """The first occurrence after ``now`` within the bounds.
+
+    An enabled schedule must have one (refused with ``add``'s message
+    otherwise); a disabled one may have none.
+    """
+    if enabled:
+        return require_occurrence(timer, policies, now, given_timer)
+    return next_in_bounds(timer, policies, now)
+
+
+# -- import ---------------------------------------------------------------------------
+
+
+class Refusal(NamedTuple):
+    """A line that was not imported, and why."""
+
+    line: int
+    reason: str
+
+
+@dataclass
+class ImportReport:
+    """What an import did, or would have done when nothing was written."""
+
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    refusals: list[Refusal] = field(default_factory=list)
+    #: Whether the changes counted were committed (False for a dry run, or an
+    #: all-or-nothing import that refused a line).
+    written: bool = False
+
+    def summary(self) -> str:
+        return (
+            f"created {self.created}, updated {self.updated}, "
+            f"unchanged {self.unchanged}, refused {len(self.refusals)}"
+        )
+
+
+@dataclass
+class _Plan:
+    """One batch's statements, and its counts until they are committed."""
+
+    creates: list[dict[str, Any]] = field(default_factory=list)
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    unchanged: int = 0
+    refusals: list[Refusal] = field(default_factory=list)
+
+    def write(self, connection: Connection) -> None:
+        if self.creates:
+            connection.execute(insert(PeriodicTask), self.creates)
+        # executemany needs one set of columns per statement: pauses, resumes and
+        # retimings each write a few more than a change of definition.
+        self.updates.sort(key=_column_set)
+        for _columns, group in groupby(self.updates, key=_column_set):
+            statement = update(PeriodicTask).where(PeriodicTask.id == bindparam("row_id"))
+            connection.execute(statement, list(group))
+
+    def count_into(self, report: ImportReport) -> None:
+        report.created += len(self.creates)
+        report.updated += len(self.updates)
+        report.unchanged += self.unchanged
+        report.refusals.extend(self.refusals)
+
+
+def _column_set(values: Mapping[str, Any]) -> tuple[str, ...]:
+    return tuple(sorted(values))
+
+
+def import_schedules(
+    bridge: Bridge,
+    lines: Iterable[str],
+    *,
+    allow_unknown_task: bool = False,
+    all_or_nothing: bool = False,
+    dry_run: bool = False,
+) -> ImportReport:
+    """Create or update a schedule for each line of ``lines``; blank lines are skipped.
+
+    A refused line does not stop the others. By default each batch of valid
+    lines is committed as it is checked; ``all_or_nothing`` writes in one
+    transaction that is rolled back if any line is refused (on SQLite that
+    transaction holds the write lock, and so holds beat, for the whole
+    import). ``dry_run`` reads the table to say what each line would do and
+    writes nothing.
+    """
+    report = ImportReport()
+    default_timezone = bridge._default_timezone()
+    known_tasks = None if allow_unknown_task else bridge._known_tasks()
+    first_line: dict[str, int] = {}
+    database = bridge.database
+    with _outer_transaction(database, all_or_nothing and not dry_run) as outer:
+        for batch in _batches(lines):
+            now = utcnow()
+            entries = _check(batch, Rules(now, default_timezone, known_tasks), report)
+            entries = _first_of_each_name(entries, first_line, report)
+            _import_batch(database, outer, entries, now, dry_run).count_into(report)
+        if outer is not None and report.refusals:
+            outer.rollback()
+    report.refusals.sort()
+    report.written = not dry_run and not (all_or_nothing and report.refusals)
+    return report
+
+
+def _batches(lines: Iterable[str]) -> Iterator[list[tuple[int, str]]]:
+    numbered = (
+        (number, text.rstrip("\r\n")) for number, text in enumerate(lines, 1) if text.strip()
+    )
+    while batch := list(islice(numbered, BATCH_SIZE)):
+        yield batch
+
+
+def _check(batch: Sequence[tuple[int, str]], rules: Rules, report: ImportReport) -> list[Entry]:
+    entries = []
+    for number, text in batch:
+        try:
+            entries.append(parse_line(text, number, rules))
+        except ValidationError as exc:
+            report.refusals.append(Refusal(number, str(exc)))
+    return entries
+
+
+def _first_of_each_name(
+    entries: Sequence[Entry], first_line: dict[str, int], report: ImportReport
+) -> list[Entry]:
+    """Refuse a name given by an earlier line: which line wins would otherwise be a guess."""
+    kept = []
+    for entry in entries:
+        earlier = first_line.setdefault(entry.name, entry.line)
+        if earlier == entry.line:
+            kept.append(entry)
+        else:
+            reason = ValidationError(
+                "name", entry.name, f"a name no earlier line has (line {earlier} has it)"
+            )
+            report.refusals.append(Refusal(entry.line, str(reason)))
+    return kept
+
+
+@contextmanager
+def _outer_transaction(database: Database, wanted: bool) -> Iterator[Connection | None]:
+    """The one transaction of an all-or-nothing import (committed unless rolled back)."""
+    if not wanted:
+        yield None
+        return
+    with database.engine.connect() as connection, connection.begin():
+        yield connection
+
+
+def _import_batch(
+    database: Database,
+    outer: Connection | None,
+    entries: Sequence[Entry],
+    now: datetime,
+    dry_run: bool,
+) -> _Plan:
+    """Plan and write one batch, planning again if a concurrent ``add`` took one of its names."""
+    for attempt in range(1, CONFLICT_RETRIES + 1):
+        try:
+            with _batch_transaction(database, outer) as connection:
+                plan = _plan(connection, entries, now)
+                if not dry_run:
+                    plan.write(connection)
+            return plan
+        except IntegrityError:
+            if attempt == CONFLICT_RETRIES:
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+@contextmanager
+def _batch_transaction(database: Database, outer: Connection | None) -> Iterator[Connection]:
+    """A transaction for one batch: a savepoint inside the outer one, or its own.
+
+    An error rolls it back and propagates, so a retried batch starts clean.
+    """
+    if outer is not None:
+        with outer.begin_nested():
+            yield outer
+        return
+    with database.engine.begin() as connection:
+        yield connection
+
+
+def _plan(connection: Connection, entries: Sequence[Entry], now: datetime) -> _Plan:
+    rows = {
+        row.name: row._mapping
+        for row in connection.execute(
+            select(_TABLE.c.id, _TABLE.c.name, *(_TABLE.c[c] for c in _COMPARED)).where(
+                _TABLE.c.name.in_([entry.name for entry in entries])
+            )
+        )
+    }
+    plan = _Plan()
+    for entry in entries:
+        row = rows.get(entry.name)
+        if row is None:
+            plan.creates.append(entry.new_row(now))
+            continue
+        try:
+            changes = entry.changes(row, now)
+        except ValidationError as exc:
+            plan.refusals.append(Refusal(entry.line, str(exc)))
+            continue
+        if changes is None:
+            plan.unchanged += 1
+        else:
+            plan.updates.append({"row_id": row["id"], **changes})
+    return plan
+
+
+# -- export ---------------------------------------------------------------------------
+
+
+def export_fields(row: RowValues) -> dict[str, Any]:
+    """The line that recreates ``row``: its definition, without runtime state or defaults.
+
+    Written from the stored values without checking them, so that a row
+    someone broke by hand still exports (and its import then says what is wrong).
+    """
+    line: dict[str, Any] = {
+        "name": row["name"],
+        "task": row["task"],
+        "timer": row["timer"],
+        "timezone": row["timezone"],
+    }
+    if row["timer"].startswith("every "):
+        line["anchor"] = row["anchor"].astimezone(UTC).isoformat()
+    for key in ("args", "kwargs", "options", "enabled"):
+        value = row[key] if key == "enabled" else _decoded(row[key])
+        if value != _DEFAULTS[key]:
+            line[key] = value
+    defaults = Policies().columns()
+    for name, column in _POLICY_COLUMNS.items():
+        value = row[column]
+        if value is None or value == defaults[column] or (column in MOVING_COLUMNS and not value):
+            continue  # a spent countdown (0) is state: the schedule is disabled instead
+        line[name] = _policy_text(value)
+    return line
+
+
+def export_line(row: RowValues) -> str:
+    return json.dumps(export_fields(row), ensure_ascii=False)
+
+
+def _decoded(text: str) -> Any:
+    """A JSON column's value; the raw text when it holds malformed JSON."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _policy_text(value: Any) -> Any:
+    """A policy column as a line writes it: durations as ``1h30m``, times as ISO-8601 UTC."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    if isinstance(value, float):  # catchup_window and jitter, stored in seconds
+        try:
+            return format_duration(timedelta(seconds=value))
+        except ValueError:  # a fraction of a second, given through the API
+            return value
+    return value
+
+
+#: Rows read per round trip while exporting.
+EXPORT_PAGE = 2000
+
+
+def export_schedules(bridge: Bridge) -> Iterator[str]:
+    """One line per schedule, in code-point order of names."""
+    for row in _rows_by_name(bridge.database):
+        yield export_line(row)
+
+
+def _rows_by_name(database: Database) -> Iterator[RowValues]:
+    """Every schedule in code-point order of names, without holding up beat.
+
+    PostgreSQL sorts by ``COLLATE "C"`` (code points, whatever the database's
+    collation) in one read-only snapshot streamed through a server-side
+    cursor. SQLite's plain order already is code points, but every SQLite
+    transaction here takes the write lock, so it is read in short pages along
+    the name index instead of one long transaction.
+    """
+    columns = select(*(_TABLE.c[c] for c in ("name", *_COMPARED, "remaining")))
+    if not database.is_sqlite:
+        with database.engine.connect() as connection:
+            result = connection.execution_options(yield_per=EXPORT_PAGE).execute(
+                columns.order_by(_TABLE.c.name.collate("C"))
+            )
+            yield from (row._mapping for row in result)
+        return
+    last: str | None = None
+    while True:
+        page = columns.order_by(_TABLE.c.name).limit(EXPORT_PAGE)
+        if last is not None:
+            page = page.where(_TABLE.c.name > last)
+        with database.engine.connect() as connection:
+            rows: list[Row[Any]] = list(connection.execute(page))
+        yield from (row._mapping for row in rows)
+        if len(rows) < EXPORT_PAGE:
+            return
+        last = rows[-1].name
+
+
+__all__ = [
+    "LINE_FIELDS",
+    "Entry",
+    "ImportReport",
+    "Refusal",
+    "Rules",
+    "export_fields",
+    "export_line",
+    "export_schedules",
+    "import_schedules",
+    "parse_line",
+]

@@ -135,6 +135,27 @@ def migrate(url: str) -> None:
         raise SetupError(f"migrating {safe_url(url)}: {first_line(exc)}") from exc
 
 
+def settle(url: str) -> None:
+    """Let PostgreSQL digest a bulk import before beat is measured on it.
+
+    ``VACUUM ANALYZE`` does now what autovacuum would do within a minute or
+    two of the import (and would do during the measurement otherwise), and
+    ``CHECKPOINT`` writes the imported pages out, so the windows that follow
+    time beat, not the database catching up. SQLite has no such background work.
+    """
+    if make_url(url).get_backend_name() != "postgresql":
+        return
+    engine = create_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("VACUUM ANALYZE periodic_task"))
+            connection.execute(text("CHECKPOINT"))
+    except SQLAlchemyError as exc:
+        raise SetupError(f"settling {safe_url(url)}: {first_line(exc)}") from exc
+    finally:
+        engine.dispose()
+
+
 def process_env(url: str, redis_url: str, queue: str, **settings: str) -> dict[str, str]:
     """The environment of a beat or CLI process of the run; ``settings`` are ``BRIDGE_*``."""
     return {
@@ -150,14 +171,11 @@ def process_env(url: str, redis_url: str, queue: str, **settings: str) -> dict[s
 # -- seeding ----------------------------------------------------------------------------
 
 
-def write_jsonl(path: Path, schedules: Iterable[dict[str, Any]]) -> int:
-    """Write one schedule per line, as ``bridge import`` reads them; how many were written."""
-    count = 0
+def write_jsonl(path: Path, schedules: Iterable[dict[str, Any]]) -> None:
+    """Write one schedule per line, as ``bridge import`` reads them."""
     with path.open("w") as out:
         for schedule in schedules:
             out.write(json.dumps(schedule, default=_iso, separators=(",", ":")) + "\n")
-            count += 1
-    return count
 
 
 def _iso(value: Any) -> str:
@@ -166,50 +184,17 @@ def _iso(value: Any) -> str:
     raise TypeError(f"{type(value).__name__} is not JSON")
 
 
-def import_schedules(path: Path, env: dict[str, str], cwd: Path) -> None:
-    """``celery -A bench.beat_app bridge import FILE`` into the database ``env`` names."""
-    command = [*CELERY, "bridge", "import"]
-    probe = subprocess.run([*command, "--help"], env=env, cwd=cwd, capture_output=True)
-    if probe.returncode != 0:
-        _insert_stopgap(path, env["BRIDGE_DATABASE_URL"])
-        return
-    done = subprocess.run([*command, str(path)], env=env, cwd=cwd, capture_output=True, text=True)
+def import_schedules(path: Path, env: dict[str, str], cwd: Path) -> str:
+    """``celery -A bench.beat_app bridge import FILE`` into the database ``env`` names.
+
+    Returns what the command printed: its count of created and updated schedules.
+    """
+    done = subprocess.run(
+        [*CELERY, "bridge", "import", str(path)], env=env, cwd=cwd, capture_output=True, text=True
+    )
     if done.returncode != 0:
         raise SetupError(f"bridge import failed ({done.returncode}):\n{done.stderr[-2000:]}")
-
-
-def _insert_stopgap(path: Path, url: str) -> None:
-    """Stand-in for ``bridge import`` until the command exists: each line as ``Bridge.add``
-    would write it, inserted in batches. Remove once ``bridge import`` has landed."""
-    from sqlalchemy import insert
-
-    from bridge.models import PeriodicTask, Source, utcnow
-    from bridge.spec import build_definition, require_occurrence
-
-    now = utcnow()
-    batch: list[dict[str, Any]] = []
-    db = database_for(url)
-    with path.open() as lines:
-        for line in lines:
-            fields = json.loads(line)
-            name, timer = fields.pop("name"), fields.pop("timer")
-            anchor = datetime.fromisoformat(fields.pop("anchor"))
-            definition, parsed = build_definition(
-                task=fields.pop("task"), timer=timer, timezone="UTC", anchor=anchor, policies=fields
-            )
-            first = require_occurrence(parsed, definition.policies, now, timer)
-            batch.append(
-                definition.new_row(
-                    name, anchor=anchor, first=first, enabled=True, source=Source.API, now=now
-                )
-            )
-            if len(batch) == 5000:
-                with db.session() as session:
-                    session.execute(insert(PeriodicTask), batch)
-                batch = []
-    if batch:
-        with db.session() as session:
-            session.execute(insert(PeriodicTask), batch)
+    return done.stdout.strip()
 
 
 # -- beat -------------------------------------------------------------------------------
@@ -478,6 +463,16 @@ def spread(values: Sequence[float], scale: float = 1000.0, unit: str = "ms") -> 
         f"  p99 {percentile(values, 0.99) * scale:.1f} {unit}"
         f"  max {max(values) * scale:.1f} {unit}  (n={len(values)})"
     )
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell, as a Markdown table."""
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
 
 
 def machine_load() -> str:

@@ -1,0 +1,361 @@
+"""When each message of a burst arrives at the Redis broker, seen from outside the publisher.
+
+A scheduler's own logs say when it meant to send; the broker says when the
+message was there for a worker to take. The probe is a separate process that
+empties one queue: every ``--interval`` seconds (2 ms) it pops what the queue
+holds with one ``RPOP <queue> <count>`` and notes the time of that poll and
+how many messages it returned. A message's arrival is the poll that found it,
+so it is known to within one interval and one round trip; a poll that returns
+a full batch is followed at once by the next one. Message bodies are not
+looked at until the burst is over, and then only to count distinct task ids
+(a publisher that sent one twice would show as a duplicate).
+
+Popping keeps Redis small during a 100,000-message burst and costs one round
+trip per interval whatever the rate, so the probe's load on the machine does
+not grow with the publisher's speed: on 2 cores it uses a few per cent of one
+(``bench/README.md`` has the figures).
+
+    .venv/bin/python -m bench.broker_probe --queue Q --expect 1000 \\
+        --due 2026-11-21T10:00:00+00:00 --limit 120
+
+prints the figures of the burst it saw. ``bench/burst.py`` and
+``bench/peers.py`` run it through :class:`Probe`, which reads its JSON report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any, Self, cast
+
+REPO = Path(__file__).resolve().parent.parent
+#: Seconds between two polls of the queue.
+DEFAULT_INTERVAL = 0.002
+#: The most messages one poll takes; a full batch is followed by another poll at once.
+BATCH = 10_000
+#: What the probe prints once it is connected and polling.
+READY = "ready"
+
+
+@dataclass(frozen=True)
+class Figures:
+    """The burst as the broker saw it, against the instant it was due."""
+
+    expected: int
+    received: int
+    #: Distinct task ids among the messages received.
+    unique: int
+    #: Seconds after the due instant of the first and of the last arrival.
+    first: float
+    last: float
+    #: Lateness (arrival - due instant) of the median and the 99th-percentile
+    #: message of the whole burst; None when that message never arrived.
+    p50: float | None
+    p99: float | None
+
+    @property
+    def complete(self) -> bool:
+        return self.received >= self.expected
+
+    @property
+    def max(self) -> float | None:
+        """The lateness of the burst's last message; None when it never arrived."""
+        return self.last if self.complete else None
+
+    @property
+    def span(self) -> float:
+        """Seconds from the first arrival to the last."""
+        return self.last - self.first
+
+    @property
+    def rate(self) -> float:
+        """Messages per second from the first arrival to the last."""
+        return self.received / self.span if self.span > 0 else math.inf
+
+    @property
+    def rate_from_due(self) -> float:
+        """Messages per second from the due instant to the last arrival."""
+        return self.received / self.last if self.last > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """What one probe run saw: each poll that found messages, as (epoch seconds, count)."""
+
+    polls: list[tuple[float, int]]
+    unique: int
+    expected: int
+    interval: float
+    #: CPU seconds the probe spent polling (not starting, nor counting task ids afterwards).
+    cpu: float
+
+    @property
+    def received(self) -> int:
+        return sum(count for _, count in self.polls)
+
+    def figures(self, due: float) -> Figures | None:
+        """The figures against ``due`` (epoch seconds); None when nothing arrived."""
+        if not self.polls:
+            return None
+        late = [(at - due, count) for at, count in self.polls]
+        return Figures(
+            expected=self.expected,
+            received=self.received,
+            unique=self.unique,
+            first=late[0][0],
+            last=late[-1][0],
+            p50=weighted_percentile(late, 0.5, self.expected),
+            p99=weighted_percentile(late, 0.99, self.expected),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "polls": self.polls,
+            "unique": self.unique,
+            "expected": self.expected,
+            "interval": self.interval,
+            "cpu": self.cpu,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Arrivals:
+        return cls(
+            polls=[(float(at), int(count)) for at, count in data["polls"]],
+            unique=int(data["unique"]),
+            expected=int(data["expected"]),
+            interval=float(data["interval"]),
+            cpu=float(data["cpu"]),
+        )
+
+
+def weighted_percentile(
+    values: Sequence[tuple[float, int]], fraction: float, total: int
+) -> float | None:
+    """Nearest-rank percentile of ``total`` values, of which ``values`` (ascending, with
+    their counts) are known and the rest are larger; None when the rank falls in the rest."""
+    rank = max(1, math.ceil(fraction * total))
+    seen = 0
+    for value, count in values:
+        seen += count
+        if seen >= rank:
+            return value
+    return None
+
+
+# -- the probe process ----------------------------------------------------------------
+
+
+class Stop:
+    """Set by SIGTERM: the probe reports what it has instead of dying silently."""
+
+    requested = False
+
+    @classmethod
+    def install(cls) -> None:
+        def handler(signum: int, frame: FrameType | None) -> None:
+            cls.requested = True
+
+        signal.signal(signal.SIGTERM, handler)
+
+
+def poll(redis_url: str, queue: str, expected: int, deadline: float, interval: float) -> Arrivals:
+    """Empty ``queue`` every ``interval`` seconds until ``expected`` messages or ``deadline``."""
+    import redis
+
+    client = redis.Redis.from_url(redis_url)
+    client.ping()
+    print(READY, flush=True)
+    polls: list[tuple[float, int]] = []
+    bodies: list[bytes] = []
+    received = 0
+    cpu_before = cpu_seconds()
+    while received < expected and not Stop.requested:
+        started = time.time()
+        if started >= deadline:
+            break
+        batch = cast("list[bytes] | None", client.rpop(queue, BATCH))
+        if batch:
+            polls.append((time.time(), len(batch)))
+            bodies += batch
+            received += len(batch)
+            if len(batch) == BATCH:
+                continue
+        time.sleep(max(0.0, started + interval - time.time()))
+    cpu = cpu_seconds() - cpu_before
+    return Arrivals(
+        polls=polls,
+        unique=len({task_id(body) for body in bodies}),
+        expected=expected,
+        interval=interval,
+        cpu=cpu,
+    )
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def task_id(body: bytes) -> str:
+    """The Celery task id of a message as kombu's Redis transport stores it."""
+    return str(json.loads(body)["headers"]["id"])
+
+
+class Probe:
+    """The probe process: started before the burst, read once the burst is over.
+
+    ``with Probe(...) as probe:`` returns once the probe polls; ``probe.result()``
+    waits for it to see ``expected`` messages or pass ``due + limit``.
+    """
+
+    def __init__(
+        self,
+        redis_url: str,
+        queue: str,
+        expected: int,
+        due: float,
+        limit: float,
+        interval: float = DEFAULT_INTERVAL,
+    ) -> None:
+        self.command = [
+            sys.executable,
+            "-m",
+            "bench.broker_probe",
+            "--redis-url",
+            redis_url,
+            "--queue",
+            queue,
+            "--expect",
+            str(expected),
+            "--due",
+            repr(due),
+            "--limit",
+            repr(limit),
+            "--interval",
+            repr(interval),
+            "--json",
+        ]
+        self.deadline = due + limit
+        self.process: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> Self:
+        self.process = subprocess.Popen(
+            self.command,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline().strip()
+        if line != READY:
+            self.process.kill()
+            self.process.wait()
+            raise RuntimeError(f"the broker probe did not start (it said {line!r})")
+        return self
+
+    def result(self) -> Arrivals:
+        """Wait for the probe's report: the burst is complete or the limit has passed."""
+        assert self.process is not None
+        timeout = max(0.0, self.deadline - time.time()) + 60.0
+        output, _ = self.process.communicate(timeout=timeout)
+        if self.process.returncode != 0:
+            raise RuntimeError(f"the broker probe exited with status {self.process.returncode}")
+        return Arrivals.from_json(json.loads(output))
+
+    def stop(self) -> Arrivals:
+        """Stop polling now (the publisher died) and return what arrived so far."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.result()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+# -- the command line ------------------------------------------------------------------
+
+
+def instant(text: str) -> float:
+    """Epoch seconds, or ISO-8601 with an offset, as epoch seconds."""
+    try:
+        return float(text)
+    except ValueError:
+        parsed = datetime.fromisoformat(text)
+    if parsed.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"{text!r} has no UTC offset")
+    return parsed.timestamp()
+
+
+def lateness(value: float | None, limit: float) -> str:
+    """A lateness in seconds, or how late it is at least when the message never arrived."""
+    return f">{limit:g}" if value is None else f"{value:.3f}"
+
+
+def describe(figures: Figures | None, arrivals: Arrivals, limit: float) -> str:
+    if figures is None:
+        return f"nothing arrived (expected {arrivals.expected})"
+    missing = "" if figures.complete else f" of {figures.expected} expected"
+    duplicates = figures.received - figures.unique
+    return "\n".join(
+        [
+            f"received {figures.received}{missing}, {duplicates} duplicate task ids",
+            f"first {figures.first:+.3f}s last {figures.last:+.3f}s after the due instant",
+            f"rate {figures.rate:.0f}/s first to last, {figures.rate_from_due:.0f}/s from due",
+            f"lateness (s) p50 {lateness(figures.p50, limit)} p99 {lateness(figures.p99, limit)}"
+            f" max {lateness(figures.max, limit)}",
+            f"probe: {len(arrivals.polls)} polls with messages, every {arrivals.interval * 1e3:g}"
+            f" ms, {arrivals.cpu:.2f} CPU s",
+        ]
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.broker_probe",
+        description="Empty a Redis queue and say when each message arrived.",
+    )
+    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
+    parser.add_argument("--queue", required=True, help="the queue (a Redis list) to empty")
+    parser.add_argument("--expect", type=int, required=True, help="messages the burst sends")
+    parser.add_argument(
+        "--due", type=instant, required=True, help="the due instant: ISO-8601 or epoch seconds"
+    )
+    parser.add_argument(
+        "--limit", type=float, default=120.0, help="seconds after the due instant to give up"
+    )
+    parser.add_argument(
+        "--interval", type=float, default=DEFAULT_INTERVAL, help="seconds between polls (0.002)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the arrivals as JSON")
+    args = parser.parse_args(argv)
+    Stop.install()
+    arrivals = poll(args.redis_url, args.queue, args.expect, args.due + args.limit, args.interval)
+    if args.json:
+        print(json.dumps(arrivals.to_json()))
+    else:
+        print(describe(arrivals.figures(args.due), arrivals, args.limit))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,515 @@
+"""Burst: N schedules due at the same instant, measured at the broker against a raw loop.
+
+For each size N (1,000 and 10,000 by default), in one run:
+
+1. **Raw ceiling.** One process waits for a due instant, then publishes N
+   messages with a plain ``app.send_task`` loop (``bench/burst_app.py``).
+2. **Bridge.** A fresh PostgreSQL database ``bridge_burst_<random>``, migrated
+   with ``celery bridge migrate``; ``--beats`` (1) ``celery beat -S bridge``
+   processes started on it; then N schedules ``every 1h`` anchored on a due
+   instant a whole second ahead, written to a JSON Lines file and loaded with
+   ``celery bridge import``. Every schedule's first occurrence is that instant.
+
+Both bursts go to a queue of their own on Redis that nothing consumes, and
+``bench/broker_probe.py`` notes when each message arrives there. Each is
+reported as the publish rate (from the first arrival to the last, and from
+the due instant), its ratio to the raw loop's, the lateness (arrival - due
+instant) of the median, 99th-percentile and last message, and the CPU seconds
+the publisher spent from the due instant to the end of the burst.
+
+    .venv/bin/python -m bench.burst                       # 1,000 and 10,000
+    .venv/bin/python -m bench.burst --sizes 100000 --beats 2
+
+Beats inherit the environment, so ``BRIDGE_BATCH_SIZE=500 python -m
+bench.burst`` runs them with that setting. ``bench/peers.py`` runs the same
+burst against Celery's own scheduler, django-celery-beat and RedBeat.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from bench.broker_probe import DEFAULT_INTERVAL, Figures, Probe, lateness
+from bench.burst_app import READY, TASK
+from bench.chaos import Process, SetupError, check_redis, first_line, patiently, purge_queue
+
+REPO = Path(__file__).resolve().parent.parent
+APP = "bench.burst_app"
+#: Seconds between starting the raw loop's process and its due instant.
+RAW_LEAD = 3.0
+#: How long before the due instant the publishers' CPU time is read.
+CPU_READ_LEAD = 0.05
+#: The longest a beat may take to start.
+START_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class Options:
+    """Where the bursts run and how they are timed; shared with ``bench/peers.py``."""
+
+    sizes: list[int]
+    pg_url: str
+    redis_url: str
+    #: Seconds after the due instant after which a burst is cut short.
+    limit: float
+    #: Seconds from the start of set-up (starting beat, seeding) to the due
+    #: instant; None: :func:`auto_lead`.
+    lead: float | None
+    interval: float
+    workdir: Path
+
+    def lead_for(self, size: int) -> float:
+        return self.lead if self.lead is not None else auto_lead(size)
+
+
+def auto_lead(size: int) -> float:
+    """Room for seeding ``size`` schedules and starting beat before the due instant."""
+    return 6.0 + size / 1000
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``bench/burst.py`` and ``bench/peers.py`` alike."""
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=[1000, 10_000],
+        help="burst sizes, each run in turn (1000 10000)",
+    )
+    parser.add_argument(
+        "--pg-url",
+        default=os.environ.get(
+            "BRIDGE_BURST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+        ),
+        help="admin URL of the PostgreSQL server; each burst creates and drops its own database",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("BRIDGE_BURST_REDIS_URL", "redis://127.0.0.1:6379/12"),
+        help="Redis broker; each burst uses a queue of its own and flushes nothing",
+    )
+    parser.add_argument(
+        "--limit",
+        type=float,
+        default=120.0,
+        help="seconds after the due instant to give a burst up (120)",
+    )
+    parser.add_argument(
+        "--lead",
+        type=float,
+        default=None,
+        help="seconds from the start of set-up (beat, seeding) to the due instant"
+        " (6 + 1 per 1,000 schedules)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=DEFAULT_INTERVAL,
+        help=f"seconds between two polls of the broker probe ({DEFAULT_INTERVAL:g})",
+    )
+
+
+def common_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Options:
+    if any(size < 1 for size in args.sizes):
+        parser.error("--sizes must be at least 1")
+    if args.limit <= 0 or args.interval <= 0 or (args.lead is not None and args.lead <= 0):
+        parser.error("--limit, --lead and --interval must be greater than 0")
+    return Options(
+        sizes=args.sizes,
+        pg_url=args.pg_url,
+        redis_url=args.redis_url,
+        limit=args.limit,
+        lead=args.lead,
+        interval=args.interval,
+        workdir=Path(tempfile.mkdtemp(prefix="bridge-burst-")),
+    )
+
+
+# -- results ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Result:
+    """One scheduler's burst, as the broker saw it."""
+
+    label: str
+    expected: int
+    figures: Figures | None
+    #: CPU seconds the publishing processes spent on the burst.
+    cpu: float | None
+    #: Seconds spent seeding the schedules and starting beat, before the due instant.
+    setup: float | None = None
+    #: Why the burst is not what it should be (did not finish, a process died, ...).
+    note: str | None = None
+
+    def ratio(self, raw: Result) -> float | None:
+        if self.figures is None or raw.figures is None:
+            return None
+        return self.figures.rate / raw.figures.rate
+
+    def problems(self, limit: float) -> list[str]:
+        """What the table cannot say: an unfinished burst, duplicates, a note."""
+        found = [self.note] if self.note else []
+        figures = self.figures
+        if figures is None:
+            found.append(f"nothing arrived within {limit:g}s of the due instant")
+        else:
+            if not figures.complete:
+                found.append(
+                    f"{figures.received:,} of {figures.expected:,} sent within {limit:g}s"
+                    " of the due instant"
+                )
+            if figures.unique < figures.received:
+                found.append(f"{figures.received - figures.unique:,} duplicate task ids")
+        return found
+
+
+COLUMNS = (
+    ("scheduler", 26),
+    ("rate/s", 8),
+    ("x raw", 6),
+    ("from due/s", 11),
+    ("first s", 8),
+    ("p50 s", 8),
+    ("p99 s", 8),
+    ("max s", 8),
+    ("first-last s", 13),
+    ("CPU s", 7),
+)
+
+
+def print_table(size: int, results: Sequence[Result], limit: float) -> None:
+    """The results of one size side by side, the raw loop first, then what went wrong."""
+    raw = results[0]
+    print(
+        f"\nburst of {size:,}, seen at the broker; lateness = arrival - due instant;"
+        " CPU = the publisher's, from the due instant to its last message"
+    )
+    print(
+        "".join(
+            f"{name:>{width}}" if i else f"{name:<{width}}"
+            for i, (name, width) in enumerate(COLUMNS)
+        )
+    )
+    for result in results:
+        figures, ratio = result.figures, result.ratio(raw)
+        cells = [
+            result.label,
+            *(
+                ["-"] * 8
+                if figures is None
+                else [
+                    f"{figures.rate:,.0f}",
+                    "-" if ratio is None else f"{ratio:.2f}",
+                    f"{figures.rate_from_due:,.0f}",
+                    f"{figures.first:.3f}",
+                    lateness(figures.p50, limit),
+                    lateness(figures.p99, limit),
+                    lateness(figures.max, limit),
+                    f"{figures.span:.3f}",
+                ]
+            ),
+            "-" if result.cpu is None else f"{result.cpu:.2f}",
+        ]
+        print(
+            "".join(
+                f"{cell:>{width}}" if i else f"{cell:<{width}}"
+                for i, (cell, (_, width)) in enumerate(zip(cells, COLUMNS, strict=True))
+            )
+        )
+    setups = [f"{r.label} {r.setup:.1f}s" for r in results if r.setup is not None]
+    if setups:
+        print("  seeding and starting beat: " + ", ".join(setups))
+    for result in results:
+        for problem in result.problems(limit):
+            print(f"  {result.label}: {problem}")
+
+
+# -- services and processes -------------------------------------------------------------
+
+
+def due_in(seconds: float) -> float:
+    """The first whole second at least ``seconds`` from now, in epoch seconds."""
+    return float(int(time.time() + seconds) + 1)
+
+
+def iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat()
+
+
+def run_tag() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+@contextmanager
+def scratch_database(admin_url: str, prefix: str) -> Iterator[str]:
+    """A fresh PostgreSQL database named ``<prefix><random>``, dropped afterwards."""
+    name = f"{prefix}{run_tag()}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+    except SQLAlchemyError as exc:
+        admin.dispose()
+        raise SetupError(f"PostgreSQL: {first_line(exc)}") from exc
+    try:
+        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    finally:
+
+        def drop() -> None:
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+        try:
+            patiently(drop)
+        except DBAPIError as exc:
+            print(f"could not drop {name}: {first_line(exc)}", file=sys.stderr)
+        admin.dispose()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds process ``pid`` has used so far (``/proc/<pid>/stat``)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # The command name, in parentheses, may contain spaces: count fields after it.
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_beats(beats: Sequence[Process]) -> None:
+    """Start the beats and wait until each has logged :data:`~bench.burst_app.READY`."""
+    for beat in beats:
+        beat.start()
+    deadline = time.monotonic() + START_TIMEOUT
+    waiting = list(beats)
+    while waiting:
+        for beat in waiting:
+            if not beat.alive():
+                raise SetupError(f"{beat.name} exited at start; its log:\n{beat.log_tail()}")
+        waiting = [beat for beat in waiting if not beat.log_has(READY)]
+        if waiting and time.monotonic() > deadline:
+            raise SetupError(f"{waiting[0].name} not ready after {START_TIMEOUT:g}s")
+        time.sleep(0.1)
+
+
+def measure(
+    label: str,
+    beats: Sequence[Process],
+    options: Options,
+    queue: str,
+    size: int,
+    due: float,
+    setup: float,
+) -> Result:
+    """Probe ``queue`` while the running ``beats`` send the burst due at ``due``.
+
+    ``setup`` is how long seeding and starting the beats took, for the report.
+    """
+    if time.time() > due - 2 * CPU_READ_LEAD:
+        late = f"set-up ended {time.time() - due:+.1f}s after the due instant; raise --lead"
+        return Result(label, size, None, None, setup, late)
+    with Probe(options.redis_url, queue, size, due, options.limit, options.interval) as probe:
+        time.sleep(max(0.0, due - CPU_READ_LEAD - time.time()))
+        before = sum(cpu_seconds(beat.pid) for beat in beats)
+        arrivals = probe.result()
+        after = sum(cpu_seconds(beat.pid) for beat in beats if beat.alive())
+    died = [beat.name for beat in beats if not beat.alive()]
+    note = f"exited during the burst: {', '.join(died)}" if died else None
+    cpu = None if died else after - before
+    return Result(label, size, arrivals.figures(due), cpu, setup, note)
+
+
+def stop_all(processes: Sequence[Process]) -> None:
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.stop()
+
+
+# -- the two bursts -----------------------------------------------------------------------
+
+
+def raw_ceiling(size: int, options: Options) -> Result:
+    """The plain ``send_task`` loop's burst."""
+    queue = f"bridge-burst-raw-{run_tag()}"
+    due = due_in(RAW_LEAD)
+    try:
+        with Probe(options.redis_url, queue, size, due, options.limit, options.interval) as probe:
+            loop = send_raw(size, queue, due, options)
+            arrivals = probe.result()
+    finally:
+        purge_queue(options.redis_url, queue)
+    return Result("raw send_task loop", size, arrivals.figures(due), loop["cpu"])
+
+
+def send_raw(size: int, queue: str, due: float, options: Options) -> dict[str, float]:
+    """Run the raw loop in a process of its own; its wall and CPU seconds as it timed them."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "CELERY_BROKER_URL": options.redis_url,
+        "BURST_QUEUE": queue,
+    }
+    sender = subprocess.run(
+        [sys.executable, "-m", APP, "--count", str(size), "--due", repr(due)],
+        cwd=options.workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if sender.returncode != 0:
+        raise SetupError(f"the raw send loop failed:\n{sender.stderr.strip()}")
+    return {key: float(value) for key, value in json.loads(sender.stdout).items()}
+
+
+def probe_overhead(size: int, options: Options, rounds: int = 3) -> None:
+    """The raw loop's own rate with the probe emptying its queue, and without.
+
+    Rounds alternate so that a change in the machine's load falls on both.
+    """
+    alone: list[float] = []
+    probed: list[float] = []
+    probe_cpu: list[float] = []
+    for _ in range(rounds):
+        queue = f"bridge-burst-raw-{run_tag()}"
+        try:
+            alone.append(size / send_raw(size, queue, due_in(RAW_LEAD), options)["seconds"])
+        finally:
+            purge_queue(options.redis_url, queue)
+        queue = f"bridge-burst-raw-{run_tag()}"
+        due = due_in(RAW_LEAD)
+        try:
+            with Probe(
+                options.redis_url, queue, size, due, options.limit, options.interval
+            ) as probe:
+                probed.append(size / send_raw(size, queue, due, options)["seconds"])
+                probe_cpu.append(probe.result().cpu)
+        finally:
+            purge_queue(options.redis_url, queue)
+    print(
+        f"raw loop of {size:,}, its own rate, median of {rounds}:"
+        f" {statistics.median(alone):,.0f}/s alone,"
+        f" {statistics.median(probed):,.0f}/s with the probe polling every"
+        f" {options.interval * 1e3:g} ms (probe: {statistics.median(probe_cpu):.2f} CPU s)"
+    )
+
+
+def bridge_burst(size: int, beats: int, options: Options) -> Result:
+    """``size`` bridge schedules due at one instant, fired by ``beats`` beat processes."""
+    label = f"bridge, {beats} beat{'s' if beats > 1 else ''}"
+    tag = run_tag()
+    queue = f"bridge-burst-{tag}"
+    with scratch_database(options.pg_url, "bridge_burst_") as url:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(REPO),
+            "CELERY_BROKER_URL": options.redis_url,
+            "BURST_QUEUE": queue,
+            "BRIDGE_DATABASE_URL": url,
+        }
+        celery = [sys.executable, "-m", "celery", "-A", APP]
+        run_checked([*celery, "bridge", "migrate"], env, options.workdir)
+        processes = [
+            Process(
+                f"{tag}-beat-{i}",
+                [*celery, "beat", "-S", "bridge", "-l", "info"],
+                options.workdir,
+                env,
+            )
+            for i in range(1, beats + 1)
+        ]
+        try:
+            setup_started = time.monotonic()
+            due = due_in(options.lead_for(size))
+            start_beats(processes)
+            seed_file = options.workdir / f"{tag}.jsonl"
+            write_schedules(seed_file, size, due)
+            run_checked([*celery, "bridge", "import", str(seed_file)], env, options.workdir)
+            setup = time.monotonic() - setup_started
+            return measure(label, processes, options, queue, size, due, setup)
+        finally:
+            stop_all(processes)
+            purge_queue(options.redis_url, queue)
+
+
+def write_schedules(path: Path, size: int, due: float) -> None:
+    """``size`` schedules, one JSON object a line, whose first occurrence is ``due``."""
+    anchor = iso(due)
+    with path.open("w") as out:
+        for i in range(size):
+            line = {
+                "name": f"burst-{i:06d}",
+                "task": TASK,
+                "timer": "every 1h",
+                "timezone": "UTC",
+                "anchor": anchor,
+            }
+            out.write(json.dumps(line) + "\n")
+
+
+def run_checked(command: list[str], env: dict[str, str], cwd: Path) -> None:
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SetupError(f"{' '.join(command[2:])} failed:\n{done.stderr.strip()}")
+
+
+# -- the run ----------------------------------------------------------------------------
+
+
+def run_sizes(options: Options, bursts: Callable[[int, Options], list[Result]]) -> None:
+    """For each size: the raw ceiling, then ``bursts``, printed side by side."""
+    check_redis(options.redis_url)
+    for size in options.sizes:
+        raw = raw_ceiling(size, options)
+        print_table(size, [raw, *bursts(size, options)], options.limit)
+    print(f"\nlogs: {options.workdir}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.burst",
+        description="N bridge schedules due at one instant, against a raw send_task loop.",
+    )
+    add_common_arguments(parser)
+    parser.add_argument("--beats", type=int, default=1, help="bridge beat processes (1)")
+    parser.add_argument(
+        "--probe-overhead",
+        action="store_true",
+        help="instead of the bursts: the raw loop's own rate with and without the probe",
+    )
+    args = parser.parse_args(argv)
+    if args.beats < 1:
+        parser.error("--beats must be at least 1")
+    options = common_options(parser, args)
+    try:
+        if args.probe_overhead:
+            check_redis(options.redis_url)
+            for size in options.sizes:
+                probe_overhead(size, options)
+        else:
+            run_sizes(options, lambda size, opts: [bridge_burst(size, args.beats, opts)])
+    except SetupError as exc:
+        print(f"setup error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""The Celery app of the burst benchmarks (``bench/burst.py``, ``bench/peers.py``).
+
+Every burst, whichever scheduler sends it, goes to a Redis queue of its own
+that no worker consumes: ``bench/broker_probe.py`` pops the messages to see
+when each one arrived. The settings every scheduler's app shares are in
+:func:`shared_settings`, which the peers' apps under ``bench/peers/`` use too
+(they run in a virtualenv of their own, where only Celery is common). The
+environment says where things go:
+
+* ``CELERY_BROKER_URL``: the Redis broker;
+* ``BURST_QUEUE``: the run's queue;
+* ``BRIDGE_DATABASE_URL`` and any other ``BRIDGE_*`` setting, for the bridge's beat.
+
+Run as a script, the module is the raw ceiling: one process that waits for
+the due instant, then publishes with a plain ``app.send_task`` loop, and
+prints the wall and CPU seconds the loop took as JSON::
+
+    python -m bench.burst_app --count 1000 --due 1795000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import resource
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from celery import Celery
+from celery.signals import beat_init
+
+#: The task every burst message names; nothing executes it.
+TASK = "bench.burst_app.noop"
+#: What a beat of any burst app logs once its scheduler is set up and about to tick.
+READY = "burst: beat ready"
+
+
+def shared_settings() -> dict[str, Any]:
+    """Celery settings of every burst app: the run's queue, and nothing else on Redis."""
+    return {
+        "broker_url": os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/12"),
+        "task_default_queue": os.environ.get("BURST_QUEUE", "bridge-burst"),
+        "task_ignore_result": True,
+        "task_send_sent_event": False,
+        "worker_enable_remote_control": False,
+        # No result backend, so no nightly clean-up entry in anybody's schedule.
+        "result_expires": None,
+        "timezone": "UTC",
+        "enable_utc": True,
+        "broker_connection_retry_on_startup": True,
+    }
+
+
+def _say_ready(sender: Any = None, **kwargs: Any) -> None:
+    """Celery sends ``beat_init`` once the scheduler is built, just before the first tick.
+
+    A scheduler that loads its whole schedule when it starts is only then
+    ready for the burst, so the bench waits for this line, not for beat's
+    banner. Logged at WARNING so that any log level shows it.
+    """
+    logging.getLogger("bench.burst").warning(READY)
+
+
+beat_init.connect(_say_ready)
+
+
+app = Celery("burst")
+app.conf.update(
+    shared_settings(),
+    beat_scheduler="bridge",
+    bridge_sync_beat_schedule=False,
+)
+
+# ``beat -l debug`` would make SQLAlchemy log every statement beat runs, and
+# that logging would be measured as the cost of the burst.
+logging.getLogger("sqlalchemy").setLevel(logging.WARNING)
+
+
+@app.task(name=TASK)  # type: ignore[untyped-decorator]
+def noop() -> None:
+    """The task the burst's schedules name; never executed."""
+
+
+def send_raw(count: int, due: float) -> dict[str, float]:
+    """Wait for ``due`` (epoch seconds), then send ``count`` messages.
+
+    Returns the wall and CPU seconds of the loop, as the loop itself sees them.
+    """
+    time.sleep(max(0.0, due - time.time()))
+    started, before = time.perf_counter(), cpu_seconds()
+    for _ in range(count):
+        app.send_task(TASK)
+    return {"seconds": time.perf_counter() - started, "cpu": cpu_seconds() - before}
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.burst_app", description="The raw ceiling: a plain send_task loop."
+    )
+    parser.add_argument("--count", type=int, required=True, help="messages to send")
+    parser.add_argument("--due", type=float, required=True, help="when to start (epoch seconds)")
+    args = parser.parse_args(argv)
+    print(json.dumps(send_raw(args.count, args.due)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -411,8 +412,12 @@ def probe_overhead(size: int, options: Options, rounds: int = 3) -> None:
     )
 
 
-def bridge_burst(size: int, beats: int, options: Options) -> Result:
-    """``size`` bridge schedules due at one instant, fired by ``beats`` beat processes."""
+def bridge_burst(size: int, beats: int, options: Options, profile: bool = False) -> Result:
+    """``size`` bridge schedules due at one instant, fired by ``beats`` beat processes.
+
+    With ``profile``, each beat runs under cProfile, and the functions it
+    spent most time in are printed once it has stopped.
+    """
     label = f"bridge, {beats} beat{'s' if beats > 1 else ''}"
     tag = run_tag()
     queue = f"bridge-burst-{tag}"
@@ -426,14 +431,24 @@ def bridge_burst(size: int, beats: int, options: Options) -> Result:
         }
         celery = [sys.executable, "-m", "celery", "-A", APP]
         run_checked([*celery, "bridge", "migrate"], env, options.workdir)
+        profiles = [options.workdir / f"{tag}-beat-{i}.prof" for i in range(1, beats + 1)]
         processes = [
             Process(
-                f"{tag}-beat-{i}",
-                [*celery, "beat", "-S", "bridge", "-l", "info"],
+                path.stem,
+                [
+                    sys.executable,
+                    *(["-m", "cProfile", "-o", str(path)] if profile else []),
+                    *celery[1:],
+                    "beat",
+                    "-S",
+                    "bridge",
+                    "-l",
+                    "info",
+                ],
                 options.workdir,
                 env,
             )
-            for i in range(1, beats + 1)
+            for path in profiles
         ]
         try:
             setup_started = time.monotonic()
@@ -447,6 +462,21 @@ def bridge_burst(size: int, beats: int, options: Options) -> Result:
         finally:
             stop_all(processes)
             purge_queue(options.redis_url, queue)
+            if profile:
+                for path in profiles:
+                    print_profile(path)
+
+
+def print_profile(path: Path, top: int = 25) -> None:
+    """Where a beat spent its time, from its cProfile dump: the functions with the most
+    time of their own, then the bridge's functions with the most time in them."""
+    if not path.exists():
+        print(f"\nno profile in {path}: the beat did not exit cleanly")
+        return
+    print(f"\n{path}: cProfile of the whole beat process")
+    stats = pstats.Stats(str(path), stream=sys.stdout)
+    stats.sort_stats("tottime").print_stats(top)
+    stats.sort_stats("cumulative").print_stats(r"/bridge/", top)
 
 
 def write_schedules(path: Path, size: int, due: float) -> None:
@@ -490,6 +520,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_common_arguments(parser)
     parser.add_argument("--beats", type=int, default=1, help="bridge beat processes (1)")
     parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run each beat under cProfile and print where it spent its time",
+    )
+    parser.add_argument(
         "--probe-overhead",
         action="store_true",
         help="instead of the bursts: the raw loop's own rate with and without the probe",
@@ -504,7 +539,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for size in options.sizes:
                 probe_overhead(size, options)
         else:
-            run_sizes(options, lambda size, opts: [bridge_burst(size, args.beats, opts)])
+            run_sizes(
+                options,
+                lambda size, opts: [bridge_burst(size, args.beats, opts, args.profile)],
+            )
     except SetupError as exc:
         print(f"setup error: {exc}", file=sys.stderr)
         return 2

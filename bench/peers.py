@@ -172,18 +172,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     options = common_options(parser, args)
     try:
-        wanted = [PEERS_BY_NAME[name] for name in args.schedulers if name in PEERS_BY_NAME]
-        python = peers_python() if wanted else None
+        python = peers_python()
 
         def bursts(size: int, opts: Options) -> list[Result]:
-            results = []
-            for name in args.schedulers:
-                if name == "bridge":
-                    results.append(bridge_burst(size, 1, opts))
-                else:
-                    assert python is not None
-                    results.append(peer_burst(PEERS_BY_NAME[name], size, python, opts))
-            return results
+            return [
+                bridge_burst(size, 1, opts)
+                if name == "bridge"
+                else peer_burst(PEERS_BY_NAME[name], size, python, opts)
+                for name in args.schedulers
+            ]
 
         run_sizes(options, bursts)
     except SetupError as exc:

@@ -41,8 +41,10 @@ into the database it came from reports every schedule unchanged.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -235,9 +237,19 @@ def _first_occurrence(
     An enabled schedule must have one (refused with ``add``'s message
     otherwise); a disabled one may have none.
     """
+    bounds = Policies(start=policies.start, end=policies.end)
+    return _bounded_first_occurrence(timer, bounds, enabled, now, given_timer)
+
+
+@functools.lru_cache(maxsize=4096)
+def _bounded_first_occurrence(
+    timer: Timer, bounds: Policies, enabled: bool, now: datetime, given_timer: Any
+) -> datetime | None:
+    """:func:`_first_occurrence`, remembered: the lines of a batch share one ``now``, and a
+    file repeats a few timers and bounds, so most lines find the search already done."""
     if enabled:
-        return require_occurrence(timer, policies, now, given_timer)
-    return next_in_bounds(timer, policies, now)
+        return require_occurrence(timer, bounds, now, given_timer)
+    return next_in_bounds(timer, bounds, now)
 
 
 # -- import ---------------------------------------------------------------------------
@@ -315,18 +327,30 @@ def import_schedules(
     transaction holds the write lock, and so holds beat, for the whole
     import). ``dry_run`` reads the table to say what each line would do and
     writes nothing.
+
+    Checking is Python work and writing mostly waits for the database, so
+    one thread writes a batch while this one checks the next; batches are
+    still written one at a time and in order.
     """
     report = ImportReport()
     default_timezone = bridge._default_timezone()
     known_tasks = None if allow_unknown_task else bridge._known_tasks()
     first_line: dict[str, int] = {}
     database = bridge.database
-    with _outer_transaction(database, all_or_nothing and not dry_run) as outer:
+    with (
+        _outer_transaction(database, all_or_nothing and not dry_run) as outer,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="bridge-import") as writer,
+    ):
+        writing: Future[_Plan] | None = None
         for batch in _batches(lines):
             now = utcnow()
             entries = _check(batch, Rules(now, default_timezone, known_tasks), report)
             entries = _first_of_each_name(entries, first_line, report)
-            _import_batch(database, outer, entries, now, dry_run).count_into(report)
+            if writing is not None:
+                writing.result().count_into(report)
+            writing = writer.submit(_import_batch, database, outer, entries, now, dry_run)
+        if writing is not None:
+            writing.result().count_into(report)
         if outer is not None and report.refusals:
             outer.rollback()
     report.refusals.sort()

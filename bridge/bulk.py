@@ -94,6 +94,8 @@ CONFLICT_RETRIES = 3
 SHOWN_CHARS = 80
 
 _TABLE = PeriodicTask.__table__
+#: One line of an import: text, or bytes as read from a file (decoded as UTF-8).
+Line = str | bytes
 #: A ``periodic_task`` row's values by column name: a SQLAlchemy ``RowMapping`` or a dict.
 RowValues = Mapping[Any, Any]
 #: The columns an import compares: the definition, the anchor and the enabled flag.
@@ -193,14 +195,20 @@ class Entry:
         return changes
 
 
-def parse_line(text: str, line: int, rules: Rules) -> Entry:
-    """Check one line as ``add`` checks its arguments; raises :class:`ValidationError`."""
+def parse_line(text: Line, line: int, rules: Rules) -> Entry:
+    """Check one line as ``add`` checks its arguments; raises :class:`ValidationError`.
+
+    Bytes are decoded by the JSON reader (UTF-8, with or without a byte order
+    mark), so a line that is not valid UTF-8 is refused like any other bad line.
+    """
     try:
         fields = json.loads(text)
-    except ValueError:
+    except ValueError:  # UnicodeDecodeError included
         fields = None
     if not isinstance(fields, dict):
-        shown = text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
+        shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        if len(shown) > SHOWN_CHARS:
+            shown = shown[:SHOWN_CHARS] + "..."
         raise ValidationError("json", shown, "a JSON object with a schedule's fields")
     unknown = sorted(set(fields) - set(LINE_FIELDS))
     if unknown:
@@ -313,7 +321,7 @@ def _column_set(values: Mapping[str, Any]) -> tuple[str, ...]:
 
 def import_schedules(
     bridge: Bridge,
-    lines: Iterable[str],
+    lines: Iterable[Line],
     *,
     allow_unknown_task: bool = False,
     all_or_nothing: bool = False,
@@ -358,15 +366,13 @@ def import_schedules(
     return report
 
 
-def _batches(lines: Iterable[str]) -> Iterator[list[tuple[int, str]]]:
-    numbered = (
-        (number, text.rstrip("\r\n")) for number, text in enumerate(lines, 1) if text.strip()
-    )
+def _batches(lines: Iterable[Line]) -> Iterator[list[tuple[int, Line]]]:
+    numbered = ((number, text.strip()) for number, text in enumerate(lines, 1) if text.strip())
     while batch := list(islice(numbered, BATCH_SIZE)):
         yield batch
 
 
-def _check(batch: Sequence[tuple[int, str]], rules: Rules, report: ImportReport) -> list[Entry]:
+def _check(batch: Sequence[tuple[int, Line]], rules: Rules, report: ImportReport) -> list[Entry]:
     entries = []
     for number, text in batch:
         try:

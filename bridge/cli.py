@@ -10,7 +10,7 @@ import functools
 import json
 from collections.abc import Callable, Collection, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TextIO, TypeVar
+from typing import Any, BinaryIO, TextIO, TypeVar
 
 import click
 from sqlalchemy.exc import DBAPIError, OperationalError
@@ -530,7 +530,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
 
 @bridge.command(name="import")
-@click.argument("source", metavar="FILE", type=click.File("r", encoding="utf-8-sig"))
+@click.argument("source", metavar="FILE", type=click.File("rb"))
 @click.option(
     "--dry-run", is_flag=True, help="Check every line and report what it would do; write nothing."
 )
@@ -548,7 +548,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @fails_in_one_line
 def import_(
     ctx: click.Context,
-    source: TextIO,
+    source: BinaryIO,
     dry_run: bool,
     all_or_nothing: bool,
     allow_unknown_task: bool,

@@ -13,6 +13,7 @@ import subprocess
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,7 +35,7 @@ from tests.support import (
 QUICK = "workers.app.quick"
 #: What the CLI prints after ``got '<value>', expected`` is the same as add's; these
 #: tests check the line number, the field and the value.
-Lines = Sequence[dict[str, Any] | str]
+Lines = Sequence[dict[str, Any] | str | bytes]
 
 
 @pytest.fixture
@@ -65,27 +66,33 @@ def env(request: pytest.FixtureRequest) -> Env:
     return value
 
 
-def jsonl(lines: Lines) -> str:
-    return "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines)
+def write_jsonl(env: Env, lines: Lines) -> Path:
+    """A file of the lines: objects as JSON, text as UTF-8, bytes as they are."""
+    path = env.workdir / f"import-{uuid.uuid4().hex[:6]}.jsonl"
+    with path.open("wb") as out:
+        for line in lines:
+            if isinstance(line, dict):
+                line = json.dumps(line)
+            out.write((line if isinstance(line, bytes) else line.encode()) + b"\n")
+    return path
 
 
 def import_file(env: Env, lines: Lines, *options: str) -> subprocess.CompletedProcess[str]:
-    path = env.workdir / f"import-{uuid.uuid4().hex[:6]}.jsonl"
-    path.write_text(jsonl(lines))
-    return env.cli("import", str(path), *options, check=False)
+    return env.cli("import", str(write_jsonl(env, lines)), *options, check=False)
 
 
 def import_stdin(env: Env, lines: Lines, *options: str) -> subprocess.CompletedProcess[str]:
     """``bridge import -`` with the lines on standard input."""
-    return subprocess.run(
-        [*CELERY, "bridge", "import", "-", *options],
-        input=jsonl(lines),
-        cwd=env.workdir,
-        env=env.environ(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    with write_jsonl(env, lines).open("rb") as stdin:
+        return subprocess.run(
+            [*CELERY, "bridge", "import", "-", *options],
+            stdin=stdin,
+            cwd=env.workdir,
+            env=env.environ(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
 
 def show(env: Env, name: str) -> dict[str, Any]:
@@ -129,10 +136,11 @@ def test_import_counts_and_refuses_by_line_number(env: Env) -> None:
             {"name": "paused", "task": QUICK, "timer": "@hourly", "enabled": False},
             {"name": "odd", "task": QUICK, "timer": "@hourly", "colour": "red"},
             {"name": "late", "task": QUICK, "timer": "at 2020-01-01T00:00:00+00:00"},
+            '{"name": "café"}'.encode("latin-1"),
         ],
     )
     assert result.returncode == 1, result.stderr
-    assert result.stdout == "created 3, updated 0, unchanged 0, refused 6\n"
+    assert result.stdout == "created 3, updated 0, unchanged 0, refused 7\n"
     assert refused_lines(result) == [
         "line 4: timer: got '*/5 * * *'",
         "line 5: task: got 'workers.app.nope'",
@@ -140,6 +148,7 @@ def test_import_counts_and_refuses_by_line_number(env: Env) -> None:
         "line 7: name: got 'nightly'",
         "line 9: field: got 'colour'",
         "line 10: timer: got 'at 2020-01-01T00:00:00+00:00'",
+        """line 11: json: got '{"name": "caf\ufffd"}'""",
     ]
     assert names(env) == ["heartbeat", "nightly", "paused"]
 

@@ -32,7 +32,7 @@ def entry(**fields: Any) -> Entry:
     return parse_line(json.dumps({k: v for k, v in line.items() if v is not None}), 7, RULES)
 
 
-def refusal(text: str) -> ValidationError:
+def refusal(text: str | bytes) -> ValidationError:
     with pytest.raises(ValidationError) as caught:
         parse_line(text, 3, RULES)
     return caught.value
@@ -158,6 +158,15 @@ def test_a_line_that_is_not_a_json_object_is_refused(text: str) -> None:
     assert err.field == "json"
     assert err.expected == "a JSON object with a schedule's fields"
     assert len(err.value) <= 83
+
+
+def test_bytes_are_read_as_utf_8_with_or_without_a_byte_order_mark() -> None:
+    line = json.dumps({"name": "été", "task": QUICK, "timer": "@daily"}, ensure_ascii=False)
+    assert parse_line(line.encode(), 1, RULES).name == "été"
+    assert parse_line(b"\xef\xbb\xbf" + line.encode(), 1, RULES).name == "été"
+    err = refusal(line.encode("latin-1"))
+    assert err.field == "json"
+    assert err.value.startswith('{"name": "\ufffd')
 
 
 def test_a_disabled_line_may_have_nothing_to_come() -> None:

@@ -19,7 +19,8 @@ not grow with the publisher's speed: on 2 cores it uses a few per cent of one
         --due 2026-11-21T10:00:00+00:00 --limit 120
 
 prints the figures of the burst it saw. ``bench/burst.py`` and
-``bench/peers.py`` run it through :class:`Probe`, which reads its JSON report.
+``bench/peers.py`` run it through :class:`Probe`, which has it write its
+arrivals to a JSON file and reads them.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import resource
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -216,8 +218,9 @@ def task_id(body: bytes) -> str:
 class Probe:
     """The probe process: started before the burst, read once the burst is over.
 
-    ``with Probe(...) as probe:`` returns once the probe polls; ``probe.result()``
-    waits for it to see ``expected`` messages or pass ``due + limit``.
+    ``with Probe(...) as probe:`` returns once the probe polls. It stops by
+    itself when ``expected`` messages have arrived or ``due + limit`` has
+    passed, or earlier on :meth:`stop`; :meth:`result` waits for its report.
     """
 
     def __init__(
@@ -229,6 +232,9 @@ class Probe:
         limit: float,
         interval: float = DEFAULT_INTERVAL,
     ) -> None:
+        descriptor, name = tempfile.mkstemp(prefix="burst-probe-", suffix=".json")
+        os.close(descriptor)
+        self.report = Path(name)
         self.command = [
             sys.executable,
             "-m",
@@ -246,6 +252,7 @@ class Probe:
             "--interval",
             repr(interval),
             "--json",
+            str(self.report),
         ]
         self.deadline = due + limit
         self.process: subprocess.Popen[str] | None = None
@@ -263,23 +270,32 @@ class Probe:
         if line != READY:
             self.process.kill()
             self.process.wait()
+            self.report.unlink(missing_ok=True)
             raise RuntimeError(f"the broker probe did not start (it said {line!r})")
         return self
 
-    def result(self) -> Arrivals:
-        """Wait for the probe's report: the burst is complete or the limit has passed."""
+    def finished(self, timeout: float) -> bool:
+        """Whether the probe has stopped, waiting at most ``timeout`` seconds."""
         assert self.process is not None
-        timeout = max(0.0, self.deadline - time.time()) + 60.0
-        output, _ = self.process.communicate(timeout=timeout)
-        if self.process.returncode != 0:
-            raise RuntimeError(f"the broker probe exited with status {self.process.returncode}")
-        return Arrivals.from_json(json.loads(output))
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
-    def stop(self) -> Arrivals:
-        """Stop polling now (the publisher died) and return what arrived so far."""
+    def stop(self) -> None:
+        """Stop polling now (the publisher died); :meth:`result` has what arrived so far."""
         assert self.process is not None
         self.process.send_signal(signal.SIGTERM)
-        return self.result()
+
+    def result(self) -> Arrivals:
+        """Wait for the probe's report: the burst is complete, the limit has passed or
+        the probe was stopped."""
+        assert self.process is not None
+        status = self.process.wait(max(0.0, self.deadline - time.time()) + 60.0)
+        if status != 0:
+            raise RuntimeError(f"the broker probe exited with status {status}")
+        return Arrivals.from_json(json.loads(self.report.read_text()))
 
     def __exit__(
         self,
@@ -290,6 +306,7 @@ class Probe:
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        self.report.unlink(missing_ok=True)
 
 
 # -- the command line ------------------------------------------------------------------
@@ -346,12 +363,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--interval", type=float, default=DEFAULT_INTERVAL, help="seconds between polls (0.002)"
     )
-    parser.add_argument("--json", action="store_true", help="print the arrivals as JSON")
+    parser.add_argument(
+        "--json", type=Path, metavar="FILE", help="write the arrivals to FILE as JSON instead"
+    )
     args = parser.parse_args(argv)
     Stop.install()
     arrivals = poll(args.redis_url, args.queue, args.expect, args.due + args.limit, args.interval)
     if args.json:
-        print(json.dumps(arrivals.to_json()))
+        args.json.write_text(json.dumps(arrivals.to_json()))
     else:
         print(describe(arrivals.figures(args.due), arrivals, args.limit))
     return 0

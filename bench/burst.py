@@ -241,6 +241,7 @@ def print_table(size: int, results: Sequence[Result], limit: float) -> None:
     for result in results:
         for problem in result.problems(limit):
             print(f"  {result.label}: {problem}")
+    sys.stdout.flush()
 
 
 # -- services and processes -------------------------------------------------------------
@@ -328,6 +329,9 @@ def measure(
     with Probe(options.redis_url, queue, size, due, options.limit, options.interval) as probe:
         time.sleep(max(0.0, due - CPU_READ_LEAD - time.time()))
         before = sum(cpu_seconds(beat.pid) for beat in beats)
+        while not probe.finished(timeout=0.5):
+            if not any(beat.alive() for beat in beats):
+                probe.stop()
         arrivals = probe.result()
         after = sum(cpu_seconds(beat.pid) for beat in beats if beat.alive())
     died = [beat.name for beat in beats if not beat.alive()]

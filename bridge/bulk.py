@@ -98,22 +98,22 @@ _TABLE = PeriodicTask.__table__
 Line = str | bytes
 #: A ``periodic_task`` row's values by column name: a SQLAlchemy ``RowMapping`` or a dict.
 RowValues = Mapping[Any, Any]
-#: The columns an import compares: the definition, the anchor and the enabled flag.
-_DEFINITION_COLUMNS = (
-    "task",
-    "timer",
-    "timezone",
-    "args",
-    "kwargs",
-    "options",
-    *Policies().columns(),
+#: The columns an import compares with its line: the definition (but the
+#: countdown), the anchor and the enabled flag. Export reads these too.
+_COMPARED = tuple(
+    column
+    for column in (
+        *("task", "timer", "timezone", "args", "kwargs", "options"),
+        *Policies().columns(),
+        *("anchor", "enabled"),
+    )
+    if column not in MOVING_COLUMNS
 )
-_COMPARED = tuple(c for c in (*_DEFINITION_COLUMNS, "anchor", "enabled") if c not in MOVING_COLUMNS)
 #: What moves a schedule to a new first occurrence (``edit``'s rule, plus an explicit anchor).
 _RETIMING = (*TIMING_COLUMNS, "anchor")
 #: The column of each policy keyword, for export.
 _POLICY_COLUMNS = dict(zip(POLICY_NAMES, Policies().columns(), strict=True))
-#: Policy values a new schedule has, as export writes them; equal values are left out.
+#: What a new schedule has for the fields export leaves out when equal.
 _DEFAULTS: dict[str, Any] = {"args": [], "kwargs": {}, "options": {}, "enabled": True}
 
 
@@ -302,8 +302,9 @@ class _Plan:
         if self.creates:
             connection.execute(insert(PeriodicTask), self.creates)
         # executemany needs one set of columns per statement: pauses, resumes and
-        # retimings each write a few more than a change of definition.
-        self.updates.sort(key=_column_set)
+        # retimings each write a few more than a change of definition. Rows are
+        # locked in id order within each, so two imports of one file do not deadlock.
+        self.updates.sort(key=lambda values: (_column_set(values), values["row_id"]))
         for _columns, group in groupby(self.updates, key=_column_set):
             statement = update(PeriodicTask).where(PeriodicTask.id == bindparam("row_id"))
             connection.execute(statement, list(group))
@@ -354,6 +355,8 @@ def import_schedules(
             now = utcnow()
             entries = _check(batch, Rules(now, default_timezone, known_tasks), report)
             entries = _first_of_each_name(entries, first_line, report)
+            if not entries:
+                continue
             if writing is not None:
                 writing.result().count_into(report)
             writing = writer.submit(_import_batch, database, outer, entries, now, dry_run)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import redis
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -111,6 +111,7 @@ def database(kind: str, admin_url: str, folder: Path) -> Iterator[str]:
     try:
         with admin.connect() as connection:
             connection.execute(text(f'CREATE DATABASE "{name}"'))
+            started = connection.scalar(text("SELECT pg_postmaster_start_time()"))
     except SQLAlchemyError as exc:
         admin.dispose()
         raise SetupError(f"PostgreSQL at {safe_url(admin_url)}: {first_line(exc)}") from exc
@@ -120,12 +121,30 @@ def database(kind: str, admin_url: str, folder: Path) -> Iterator[str]:
         yield url
     finally:
         database_for(url).dispose()
+        _drop(admin, name)
+        with contextlib.suppress(SQLAlchemyError), admin.connect() as connection:
+            if connection.scalar(text("SELECT pg_postmaster_start_time()")) != started:
+                print(
+                    f"warning: PostgreSQL was restarted while {name} was in use;"
+                    " the figures measured on it include the outage",
+                    file=sys.stderr,
+                )
+        admin.dispose()
+
+
+def _drop(admin: Engine, name: str, patience: float = 60.0) -> None:
+    """Drop database ``name``, waiting out a restart of the server (other tests cause them)."""
+    deadline = time.monotonic() + patience
+    while True:
         try:
             with admin.connect() as connection:
                 connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            return
         except SQLAlchemyError as exc:
-            print(f"could not drop {name}: {first_line(exc)}", file=sys.stderr)
-        admin.dispose()
+            if time.monotonic() > deadline:
+                print(f"could not drop {name}: {first_line(exc)}", file=sys.stderr)
+                return
+            time.sleep(1.0)
 
 
 def migrate(url: str) -> None:

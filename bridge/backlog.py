@@ -1,17 +1,23 @@
-"""Record writes the database refused, kept in order and written once it is back.
+"""The record writes of one worker process, queued and written in batches by one thread.
 
-A worker must not lose the outcome of a run because PostgreSQL restarted
-while the task ran. The recorder retries a refused write a few times in the
-task's own thread; if the database is still away, the write goes here. A
-daemon thread writes the held writes in the order they were made, as soon as
-the database answers again. While anything is held, later writes queue behind
-it, so a run's ``SUCCESS`` is never written before its ``STARTED``.
+Writing each status change in its own transaction, in the thread that runs
+the task, would cost every run several round trips to the database and
+would stall the worker's consumer on the ``RECEIVED`` write. Instead every
+write joins one queue per process, and a daemon thread writes what has
+gathered, in the order it was made, one transaction per batch: under load
+a batch holds the writes of many runs, and when the worker is idle a write
+goes out at once. Only the compare-and-set start of a
+:class:`bridge.task.BridgeTask` waits for its answer (:meth:`Backlog.ask`).
 
-Held writes live in the worker process's memory: a worker killed during the
-outage loses them (its runs are then marked ``LOST`` by beat), and a clean
-shutdown waits a few seconds for the database before giving up, with a log
-line saying how many were lost. Beyond :data:`LIMIT` held writes the oldest
-are dropped, so an outage cannot exhaust a worker's memory.
+The same queue rides out a database outage. A batch the database refuses
+stays at the head of the queue and is tried again, a few times quickly and
+then with a backoff, until it goes through; later writes queue behind it, so
+a run's ``SUCCESS`` is never written before its ``STARTED``. Writes live in the
+worker process's memory: a worker killed during an outage loses them (its
+runs are then marked ``LOST`` by beat), and a clean shutdown waits a few
+seconds for the database before giving up, with a log line saying how many
+were lost. Beyond :data:`LIMIT` queued writes the oldest are dropped, so an
+outage cannot exhaust a worker's memory.
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from typing import Generic, Protocol, TypeVar
 
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+from .database import error_reason
 
 logger = logging.getLogger("bridge.recorder")
 
@@ -34,91 +42,183 @@ logger = logging.getLogger("bridge.recorder")
 UNREACHABLE = (OperationalError, InterfaceError)
 #: The most writes one worker process holds.
 LIMIT = 10_000
+#: The most writes one transaction takes.
+BATCH = 500
+#: How long the writer lets writes gather before it writes them, unless one is waited
+#: for: a busy worker fills a batch, and a record is at most this late.
+GATHER = 0.05
 #: The longest the writer waits between attempts while the database is away.
 MAX_WAIT = 5.0
 
 
-@dataclass(frozen=True)
-class Held:
-    """One write: what it records (for log lines) and how to make it."""
-
-    what: str
-    write: Callable[[], None]
-
-
-class Backlog:
-    """The held writes of one process, and the thread that writes them."""
+class Reply:
+    """The answer to a write whose maker waits for it: True, False, or None for unknown."""
 
     def __init__(self) -> None:
+        self._given = threading.Event()
+        self._value: bool | None = None
+
+    def give(self, value: bool | None) -> None:
+        if not self._given.is_set():
+            self._value = value
+            self._given.set()
+
+    def wait(self, timeout: float) -> bool | None:
+        self._given.wait(timeout)
+        return self._value
+
+
+class Write(Protocol):
+    """What the backlog needs of a write: words for log lines, and maybe a waiting maker."""
+
+    @property
+    def what(self) -> str: ...
+
+    @property
+    def reply(self) -> Reply | None: ...
+
+
+W = TypeVar("W", bound=Write)
+
+
+class Backlog(Generic[W]):
+    """The queued writes of one process, and the thread that writes them.
+
+    ``apply`` writes a batch in one transaction and gives the replies of the
+    writes that wait for one once it has committed; ``retries`` is how often
+    a refused batch is tried again quickly before the outage is logged.
+    """
+
+    def __init__(self, apply: Callable[[Sequence[W]], None], retries: int) -> None:
+        self._apply = apply
+        self._retries = retries
         self._start_afresh()
         # A forked pool child starts empty: its parent writes what it holds.
         os.register_at_fork(after_in_child=self._start_afresh)
 
     def _start_afresh(self) -> None:
-        self._writes: deque[Held] = deque()
+        self._writes: deque[W] = deque()
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
+        #: The batch being written, out of the queue until it is done.
+        self._writing: list[W] = []
+        #: Whether a maker waits for a queued write, or the process for the queue to empty.
+        self._waited = False
+        #: Whether an outage was logged, and the writes held through it since written.
+        self._holding = False
         self._written = 0
 
     def __len__(self) -> int:
         with self._lock:
-            return len(self._writes)
+            return len(self._writes) + len(self._writing)
 
-    def hold(self, held: Held) -> None:
-        """Keep ``held`` behind the writes already held, and make sure they get written."""
+    def add(self, write: W) -> None:
+        """Queue ``write`` behind the writes before it; the thread writes it soon."""
         with self._lock:
-            if not self._writes:
-                logger.error(
-                    "bridge: database unreachable; holding run records until it is back (%s)",
-                    held.what,
-                )
             if len(self._writes) >= LIMIT:
                 dropped = self._writes.popleft()
                 logger.error("bridge: over %d held records; dropped %s", LIMIT, dropped.what)
-            self._writes.append(held)
+            self._writes.append(write)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="bridge-backlog", daemon=True
                 )
                 self._thread.start()
-            self._wake.notify_all()
+            if len(self._writes) in (1, BATCH) or self._waited:
+                self._wake.notify_all()  # the writer waits for the first write, or gathers
+
+    def ask(self, write: W, timeout: float) -> bool | None:
+        """Queue ``write`` and wait for its reply; None when the database cannot answer now."""
+        assert write.reply is not None
+        with self._lock:
+            holding = self._holding
+            self._waited = True
+        self.add(write)
+        if holding:
+            write.reply.give(None)  # the write waits for the database; its maker does not
+        return write.reply.wait(timeout)
 
     def flush(self, timeout: float) -> None:
-        """Wait up to ``timeout`` seconds for the held writes to be written (at shutdown)."""
+        """Wait up to ``timeout`` seconds for the queued writes to be written (at shutdown)."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            while self._writes and time.monotonic() < deadline:
+            self._waited = True
+            self._wake.notify_all()
+            while (self._writes or self._writing) and time.monotonic() < deadline:
                 self._wake.wait(min(0.2, max(0.0, deadline - time.monotonic())))
-            if self._writes:
-                logger.error(
-                    "bridge: %d run record(s) could not be written and are lost",
-                    len(self._writes),
-                )
+            left = len(self._writes) + len(self._writing)
+            if left:
+                logger.error("bridge: %d run record(s) could not be written and are lost", left)
 
     def _run(self) -> None:
-        wait = 0.0
+        failures = 0
         while True:
             with self._lock:
                 while not self._writes:
                     self._wake.wait()
-                head = self._writes[0]
-            time.sleep(wait)
+                self._wake.wait_for(lambda: self._waited or len(self._writes) >= BATCH, GATHER)
+                self._waited = False
+                count = min(BATCH, len(self._writes))
+                batch = [self._writes.popleft() for _ in range(count)]
+                self._writing = list(batch)
             try:
-                head.write()
-            except UNREACHABLE:
-                wait = min(MAX_WAIT, max(0.5, wait * 2))
+                self._write(batch)
+            except UNREACHABLE as exc:
+                failures += 1
+                self._refused(exc, failures)
                 continue
-            except Exception:
-                # A write that fails for another reason would block the rest forever.
-                logger.exception("bridge: writing the held record of %s failed", head.what)
-            else:
-                self._written += 1
-            wait = 0.0
+            failures = 0
             with self._lock:
-                if self._writes and self._writes[0] is head:
-                    self._writes.popleft()
+                self._writing = []
+                if self._holding:
+                    self._written += len(batch)
+                    if not self._writes:
+                        logger.warning(
+                            "bridge: database back; wrote %d held record(s)", self._written
+                        )
+                        self._holding, self._written = False, 0
                 if not self._writes:
-                    logger.warning("bridge: database back; wrote %d held record(s)", self._written)
-                    self._written = 0
                     self._wake.notify_all()
+
+    def _write(self, batch: list[W]) -> None:
+        """Write ``batch``; if the database refuses one of its writes, the others alone."""
+        try:
+            self._apply(batch)
+        except UNREACHABLE:
+            raise
+        except Exception:
+            if len(batch) > 1:
+                for write in batch:
+                    self._write([write])
+                    with self._lock:
+                        self._writing.remove(write)
+                return
+            # Recording must never fail the task it records, and a write
+            # the database refuses for its content will not get better.
+            logger.exception("bridge: recording %s failed", batch[0].what)
+            self._answer(batch, None)
+
+    def _refused(self, exc: DBAPIError, failures: int) -> None:
+        """Put the writes the database did not take back at the head of the queue, and wait."""
+        with self._lock:
+            batch, self._writing = self._writing, []
+            self._writes.extendleft(reversed(batch))
+            if failures > self._retries and not self._holding:
+                self._holding = True
+                logger.warning("bridge: could not record %s: %s", batch[0].what, error_reason(exc))
+                logger.error(
+                    "bridge: database unreachable; holding run records until it is back (%s)",
+                    batch[0].what,
+                )
+        self._answer(batch, None)  # their makers go on; the writes wait for the database
+        if failures <= self._retries:
+            time.sleep(min(2.0, 0.1 * 2**failures))
+        else:
+            time.sleep(min(MAX_WAIT, 0.5 * 2 ** (failures - self._retries - 1)))
+
+    @staticmethod
+    def _answer(batch: Sequence[W], value: bool | None) -> None:
+        for write in batch:
+            if write.reply is not None:
+                write.reply.give(value)

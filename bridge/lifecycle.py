@@ -10,6 +10,7 @@ what their decision owns, so neither undoes the other.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -27,7 +28,14 @@ from .decisions import (
     settle,
     wake_time,
 )
-from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution, Trigger
+from .models import (
+    FINAL_STATUSES,
+    NON_FINAL_STATUSES,
+    PeriodicTask,
+    RunStatus,
+    TaskExecution,
+    Trigger,
+)
 from .policy import Policies
 from .spec import check_timer, check_timezone
 
@@ -182,41 +190,75 @@ def _latest_scheduled(session: Session, row: PeriodicTask, state: State) -> str 
     )
 
 
-def settle_runs(session: Session, run_ids: list[str], now: datetime) -> None:
-    """Apply the consequences of runs that have just become final to their schedules."""
-    for run_id in run_ids:
-        outcome = _outcome_of(session, run_id)
-        schedule_id = session.scalar(
-            select(TaskExecution.periodic_task_id).where(TaskExecution.id == run_id)
+def settle_runs(session: Session, run_ids: Sequence[str], now: datetime) -> None:
+    """Apply the consequences of runs that have just become final to their schedules.
+
+    One statement reads the runs that are final and locks their schedules'
+    rows, in id order: callers that settle overlapping sets of schedules
+    wait for each other instead of deadlocking. The runs themselves are
+    locked first by whoever made them final, the order beat uses too.
+    """
+    if not run_ids:
+        return
+    position = {run_id: index for index, run_id in enumerate(run_ids)}
+    ended = session.execute(
+        select(
+            TaskExecution.id,
+            TaskExecution.trigger,
+            TaskExecution.status,
+            TaskExecution.plan_time,
+            TaskExecution.attempt,
+            TaskExecution.finished_at,
+            TaskExecution.updated_at,
+            TaskExecution.error,
+            PeriodicTask,
         )
-        if outcome is None or schedule_id is None:
-            continue
-        row = session.get(PeriodicTask, schedule_id, with_for_update=True)
-        if row is None:
-            continue
-        try:
-            state = state_of(row)
-        except ValueError:
-            continue  # a bad row: beat disables it with the reason when it comes due
-        result = settle(state, outcome, _latest_scheduled(session, row, state) == run_id, now)
-        if result.retry is not None and (row.enabled or row.note in FINISHED_NOTES):
-            # A schedule that finished with this run (its last occurrence)
-            # comes back for the retry, and finishes again after it.
-            row.retry_plan, row.retry_attempt, row.retry_at = result.retry
-            row.enabled, row.note = True, None
-        if result.failure_streak is not None:
-            row.failure_streak = result.failure_streak
-        if result.next_occurrence is not None:
-            row.next_occurrence = result.next_occurrence
-        if result.broken_note is not None:
-            row.broken = True
-            logger.warning("bridge: schedule %r %s", row.name, result.broken_note)
-        if result.broken_note or result.finish_note:
-            row.enabled = False
-            row.note = result.broken_note or result.finish_note
-            row.updated_at = now
-        if row.enabled and (result.retry or result.next_occurrence):
-            _set_nextrun(session, row, now)
-        if row.enabled and result.wake:
-            # Work waiting for this run's end may go now.
-            row.nextrun = now if row.nextrun is None else min(row.nextrun, now)
+        .join(PeriodicTask, PeriodicTask.id == TaskExecution.periodic_task_id)
+        .where(TaskExecution.id.in_(run_ids), TaskExecution.status.in_(FINAL_STATUSES))
+        .order_by(PeriodicTask.id)
+        .with_for_update(of=PeriodicTask)
+    ).all()
+    # Runs of one schedule are settled in the order given: each sees the row the one before left.
+    for run in sorted(ended, key=lambda run: position[run.id]):
+        outcome = Outcome(
+            trigger=Trigger(run.trigger),
+            status=RunStatus(run.status),
+            plan_time=run.plan_time,
+            attempt=run.attempt,
+            finished_at=run.finished_at or run.updated_at,
+            error=run.error,
+        )
+        settle_run(session, run.PeriodicTask, run.id, outcome, now)
+
+
+def settle_run(
+    session: Session, row: PeriodicTask, run_id: str, outcome: Outcome, now: datetime
+) -> None:
+    """Apply one run's final ``outcome`` to its schedule's ``row``, locked by the caller."""
+    try:
+        state = state_of(row)
+    except ValueError:
+        return  # a bad row: beat disables it with the reason when it comes due
+    result = settle(state, outcome, _latest_scheduled(session, row, state) == run_id, now)
+    if result.retry is not None and (row.enabled or row.note in FINISHED_NOTES):
+        # A schedule that finished with this run (its last occurrence)
+        # comes back for the retry, and finishes again after it.
+        row.retry_plan, row.retry_attempt, row.retry_at = result.retry
+        row.enabled, row.note = True, None
+    if result.failure_streak is not None and result.failure_streak != row.failure_streak:
+        # Set only when it changes: a row left clean costs the transaction no update.
+        row.failure_streak = result.failure_streak
+    if result.next_occurrence is not None:
+        row.next_occurrence = result.next_occurrence
+    if result.broken_note is not None:
+        row.broken = True
+        logger.warning("bridge: schedule %r %s", row.name, result.broken_note)
+    if result.broken_note or result.finish_note:
+        row.enabled = False
+        row.note = result.broken_note or result.finish_note
+        row.updated_at = now
+    if row.enabled and (result.retry or result.next_occurrence):
+        _set_nextrun(session, row, now)
+    if row.enabled and result.wake:
+        # Work waiting for this run's end may go now.
+        row.nextrun = now if row.nextrun is None else min(row.nextrun, now)

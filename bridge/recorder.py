@@ -10,13 +10,21 @@ times, worker hostname, runtime and a bounded summary of the outcome into
 ``task_execution``. Tasks the bridge did not send carry none of its headers
 and are left alone, unless ``bridge_record_all_tasks`` is on.
 
-A final status is also settled on the run's schedule (see
-:func:`bridge.lifecycle.settle_runs`): it may owe a retry, trip the breaker,
-set a fixed delay's next run or free a held occurrence.
+Writing costs a worker little: each status change joins the process's
+queue of record writes (:mod:`bridge.backlog`), whose thread writes what has
+gathered in one transaction of a few round trips, however many runs it
+holds; a run's changes in one batch are merged into one update. A change is
+written within :data:`bridge.backlog.GATHER` seconds; only the
+compare-and-set start of a :class:`bridge.task.BridgeTask` waits for its
+answer.
 
-Recording never fails a task: a write the database refuses is retried a few
+A final status is also settled on the run's schedule in the same
+transaction (see :func:`bridge.lifecycle.settle_run`): it may owe a retry,
+trip the breaker, set a fixed delay's next run or free a held occurrence.
+
+Recording never fails a task: a batch the database refuses is retried a few
 times and then held in memory and written, in order, once the database is
-back (see :mod:`bridge.backlog`).
+back.
 """
 
 from __future__ import annotations
@@ -24,34 +32,70 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from celery import Celery, signals
-from sqlalchemy import Update, func, update
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
-from .backlog import UNREACHABLE, Backlog, Held
+from .backlog import Backlog, Reply
 from .config import Settings
-from .database import Database, database_for, error_reason
+from .database import Database, database_for
+from .decisions import Outcome
 from .dispatch import HEADER_SCHEDULE_ID
-from .lifecycle import settle_runs
+from .lifecycle import settle_run
 from .liveness import WorkerHeartbeat
 from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution, Trigger, utcnow
-from .store import insert_ignoring_duplicates
+from .store import upsert_insert
 
 logger = logging.getLogger("bridge.recorder")
 
 #: Statuses a worker may move a run out of (it never reopens a final run).
-_OPEN = [status.value for status in NON_FINAL_STATUSES]
+_OPEN = NON_FINAL_STATUSES
 #: Statuses of a run no delivery has started yet (a RETRY waits for its next delivery).
-_NOT_STARTED = [RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED, RunStatus.RETRY]
+_NOT_STARTED = frozenset({RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED, RunStatus.RETRY})
+#: Never back from STARTED: a second delivery of a running run must not make it
+#: look unstarted. A run RECEIVED again (the broker redelivered it) now belongs
+#: to the worker that has it.
+_NOT_RECEIVED = frozenset({RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED})
 #: How long a worker shutting down waits for the database to take its held records.
 SHUTDOWN_FLUSH_SECONDS = 5.0
+#: The longest a BridgeTask delivery waits to learn whether it starts its run.
+START_ANSWER_SECONDS = 30.0
 #: Set on the request of a delivery :class:`bridge.task.BridgeTask` dropped as a
 #: duplicate: the recorder then records nothing for it.
 DUPLICATE = "bridge_duplicate"
+
+#: The runs of a batch, locked in id order: two workers' batches never wait on each other
+#: in a circle, and their schedules are locked after them, as beat does.
+_LOCK_RUNS = (
+    select(
+        TaskExecution.id,
+        TaskExecution.status,
+        TaskExecution.periodic_task_id,
+        TaskExecution.trigger,
+        TaskExecution.plan_time,
+        TaskExecution.attempt,
+        TaskExecution.queued_at,
+    )
+    .where(TaskExecution.id.in_(bindparam("ids", expanding=True)))
+    .order_by(TaskExecution.id)
+    .with_for_update()
+)
+_UPDATE_RUN = update(TaskExecution).where(TaskExecution.id == bindparam("run_id"))
+#: A run's status, copied to its schedule if it is the schedule's latest run.
+_SHOW_STATUS = (
+    update(PeriodicTask)
+    .where(
+        PeriodicTask.id == bindparam("schedule_id"),
+        PeriodicTask.last_run_id == bindparam("run_id"),
+    )
+    .values(last_status=bindparam("status"))
+)
 
 
 def sent_by_bridge(headers: Mapping[str, Any] | None) -> bool:
@@ -64,14 +108,28 @@ def bounded(text: Any, limit: int) -> str:
     return value if len(value) <= limit else value[: limit - 15] + "... [truncated]"
 
 
-def _show_on_schedule(session: Session, run_id: str, status: RunStatus) -> None:
-    """Copy a run's new status to the schedule whose last run it is."""
-    session.execute(
-        update(PeriodicTask)
-        .where(PeriodicTask.last_run_id == run_id)
-        .values(last_status=status.value)
-        .execution_options(synchronize_session=False)
-    )
+@dataclass(frozen=True)
+class Change:
+    """One status change of one run, as a worker signal reported it."""
+
+    run_id: str
+    status: RunStatus
+    #: The statuses the run must be in for the change to apply.
+    moves_from: frozenset[RunStatus]
+    #: When it happened: the run's ``updated_at``.
+    at: datetime
+    #: Other columns it sets.
+    values: Mapping[str, Any] = field(default_factory=dict)
+    #: Set ``queued_at`` to ``at`` if the run has none (a delivery's receipt).
+    queued: bool = False
+    #: The task name of a run the bridge did not send, whose record is created first.
+    external_task: str | None = None
+    #: Given once the change is written, for a maker that waits for it.
+    reply: Reply | None = None
+
+    @property
+    def what(self) -> str:
+        return f"{self.status.value} of run {self.run_id}"
 
 
 class Recorder:
@@ -83,7 +141,7 @@ class Recorder:
         self.database: Database = database_for(self.settings.database_url)
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
-        self.backlog = Backlog()
+        self.backlog: Backlog[Change] = Backlog(self._apply, self.settings.recorder_retries)
 
     # -- which tasks are ours -----------------------------------------------
 
@@ -96,21 +154,14 @@ class Recorder:
         headers = request.request_dict
         if not self.wants(headers):
             return
-        now = utcnow()
-        self._write(
+        self._record(
             request.id,
             request.task_name,
             headers,
-            status=RunStatus.RECEIVED,
-            worker=request.hostname,
-            queued_at=func.coalesce(TaskExecution.queued_at, now),
-            # This runs in the worker's consumer: waiting out a database hiccup
-            # here would stall every task. STARTED follows and corrects it.
-            retry=False,
-            # Never back from STARTED: a second delivery of a running run
-            # must not make it look unstarted. A run RECEIVED again (the
-            # broker redelivered it) now belongs to the worker that has it.
-            moves_from=[RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED],
+            RunStatus.RECEIVED,
+            _NOT_RECEIVED,
+            {"worker": request.hostname},
+            queued=True,
         )
 
     def on_prerun(self, task_id: str, task: Any, **_: Any) -> None:
@@ -120,24 +171,21 @@ class Recorder:
             self._started[task_id] = time.monotonic()
         if getattr(task, "starts_once", False):
             return  # a BridgeTask records its start itself, as a compare-and-set
-        self._write(
+        self._record(
             task_id,
             task.name,
             task.request.headers,
-            status=RunStatus.STARTED,
-            worker=task.request.hostname,
-            started_at=utcnow(),
+            RunStatus.STARTED,
+            _OPEN,
+            {"worker": task.request.hostname, "started_at": utcnow()},
         )
 
     def on_retry(self, request: Any, reason: Any = None, **kwargs: Any) -> None:
         if not self.wants(request.headers):
             return
-        self._write(
-            request.id,
-            request.task,
-            request.headers,
-            status=RunStatus.RETRY,
-            error=bounded(str(reason), self.settings.summary_max_chars),
+        error = bounded(str(reason), self.settings.summary_max_chars)
+        self._record(
+            request.id, request.task, request.headers, RunStatus.RETRY, _OPEN, {"error": error}
         )
 
     def on_success(self, sender: Any, result: Any = None, **_: Any) -> None:
@@ -153,7 +201,7 @@ class Recorder:
         headers = getattr(request, "headers", None)
         # A failure the worker's main process reports (a killed child, a hard
         # time limit) comes without the message headers: update the run if it
-        # is one of ours, which costs one statement for any other task.
+        # is one of ours, which costs next to nothing for any other task.
         if (headers is not None and not self.wants(headers)) or getattr(request, DUPLICATE, False):
             return
         limit = self.settings.summary_max_chars
@@ -184,37 +232,28 @@ class Recorder:
         """Record that this delivery starts the run, if no other has; True to run the body.
 
         The compare-and-set moves the record from a not-yet-started status to
-        STARTED; a second delivery finds it STARTED (or final) and gets False.
-        A run with no record is not the bridge's to guard, and a database that
-        cannot be reached lets the body run: both True.
+        STARTED under the run's row lock; a second delivery finds it STARTED
+        (or final) and gets False. A run with no record is not the bridge's to
+        guard, and a database that cannot answer lets the body run (the start
+        is written when it is back): both True.
         """
         now = utcnow()
-        try:
-            with self.database.session() as session:
-                started = session.execute(
-                    update(TaskExecution)
-                    .where(TaskExecution.id == run_id, TaskExecution.status.in_(_NOT_STARTED))
-                    .values(status=RunStatus.STARTED, started_at=now, worker=worker, updated_at=now)
-                    .returning(TaskExecution.id)
-                ).first()
-                if started is not None:
-                    _show_on_schedule(session, run_id, RunStatus.STARTED)
-                    return True
-                return session.get(TaskExecution, run_id) is None
-        except (OperationalError, DBAPIError) as exc:
-            logger.error("bridge: could not check run %s is new (%s); running it", run_id, exc)
-            # Kept for when the database is back; the body runs meanwhile.
-            self._write(
+        change = Change(
+            run_id,
+            RunStatus.STARTED,
+            _NOT_STARTED,
+            now,
+            {"started_at": now, "worker": worker},
+            reply=Reply(),
+        )
+        answer = self.backlog.ask(change, START_ANSWER_SECONDS)
+        if answer is None:
+            logger.error(
+                "bridge: could not check run %s is new (no answer from the database); running it",
                 run_id,
-                "",
-                None,
-                status=RunStatus.STARTED,
-                retry=False,
-                moves_from=_NOT_STARTED,
-                started_at=now,
-                worker=worker,
             )
             return True
+        return answer
 
     # -- writing ----------------------------------------------------------------
 
@@ -229,78 +268,174 @@ class Recorder:
     ) -> None:
         with self._lock:
             started = self._started.pop(run_id, None)
-        now = utcnow()
+        values["finished_at"] = utcnow()
         if started is not None:
             values["runtime"] = time.monotonic() - started
         if result is not None:
             values["result"] = bounded(result, self.settings.summary_max_chars)
-        self._write(run_id, task, headers, status=status, finished_at=now, **values)
+        self._record(run_id, task, headers, status, _OPEN, values)
 
-    def _write(
+    def _record(
         self,
         run_id: str,
         task: str,
         headers: Mapping[str, Any] | None,
-        retry: bool = True,
-        moves_from: list[RunStatus] | None = None,
-        **values: Any,
+        status: RunStatus,
+        moves_from: frozenset[RunStatus],
+        values: Mapping[str, Any],
+        queued: bool = False,
     ) -> None:
-        """Apply a status change to the run and its schedule, retrying database hiccups."""
-        now = utcnow()
-        values |= {"updated_at": now}
-        status: RunStatus = values["status"]
+        """Queue a status change; the backlog's thread writes it, with those made meanwhile."""
         external = headers is not None and not sent_by_bridge(headers)
-        statement: Update = (
-            update(TaskExecution)
-            .where(TaskExecution.id == run_id, TaskExecution.status.in_(moves_from or _OPEN))
-            .values(values)
+        self.backlog.add(
+            Change(
+                run_id,
+                status,
+                moves_from,
+                utcnow(),
+                values,
+                queued=queued,
+                external_task=task if external else None,
+            )
         )
 
-        def apply() -> None:
-            with self.database.session() as session:
-                if external:
-                    insert_ignoring_duplicates(
-                        session,
-                        {
-                            "id": run_id,
-                            "task": task,
-                            "trigger": Trigger.EXTERNAL.value,
-                            "status": RunStatus.RECEIVED.value,
-                            "updated_at": now,
-                        },
-                    )
-                changed = session.execute(statement.returning(TaskExecution.id)).first()
-                if changed is None:
-                    return  # the run moved on without this write (a late or repeated one)
-                _show_on_schedule(session, run_id, status)
-                if status.is_final and not external:
-                    # What the outcome does to the schedule: a retry, the
-                    # breaker, a fixed delay's next run, a held run's start.
-                    settle_runs(session, [run_id], now)
+    def _apply(self, changes: Sequence[Change]) -> None:
+        """Write a batch of changes in one transaction, then answer those waited for.
 
-        held = Held(f"{status.value} of run {run_id}", apply)
-        self._with_retries(held, self.settings.recorder_retries if retry else 0)
+        The runs are locked first, then the schedules of the runs that
+        changed, each in id order, so that batches of several workers and
+        beat's own writes (a run, then its schedule) never wait on each other
+        in a circle.
+        """
+        with self.database.session() as session:
+            connection = session.connection()
+            created = {c.run_id: _external_record(c) for c in changes if c.external_task}
+            if created:
+                insert = upsert_insert(session, TaskExecution).on_conflict_do_nothing()
+                connection.execute(insert, list(created.values()))
+            ids = sorted({change.run_id for change in changes})
+            effects = _Effects.of(
+                changes, {run.id: run for run in connection.execute(_LOCK_RUNS, {"ids": ids})}
+            )
+            by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+            for run_id, values in effects.values.items():
+                by_columns[tuple(sorted(values))].append({"run_id": run_id, **values})
+            for rows in by_columns.values():
+                connection.execute(_UPDATE_RUN, rows)
+            _apply_to_schedules(session, effects)
+        for reply, value in effects.replies:
+            reply.give(value)
 
-    def _with_retries(self, held: Held, retries: int) -> None:
-        """Write now, retrying a refused write a few times; then hold it for later."""
-        if len(self.backlog):
-            self.backlog.hold(held)  # behind the writes held before it
-            return
-        for attempt in range(1, retries + 2):
-            try:
-                held.write()
-                return
-            except UNREACHABLE as exc:
-                if attempt > retries:
-                    logger.warning("bridge: could not record %s: %s", held.what, error_reason(exc))
-                    self.backlog.hold(held)
-                    return
-                time.sleep(min(2.0, 0.1 * 2**attempt))
-            except Exception:
-                # Recording must never fail the task it records, and a write
-                # the database refuses for its content will not get better.
-                logger.exception("bridge: recording %s failed", held.what)
-                return
+
+@dataclass
+class _Effects:
+    """What a batch of changes does to the runs it names, locked as they were read."""
+
+    #: The runs as read: status, schedule, trigger, plan time, attempt, queued_at.
+    runs: Mapping[str, Any]
+    #: Per run that changed, the columns to set: its changes merged, the last one winning.
+    values: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Per run, its status once the batch is written.
+    status: dict[str, RunStatus] = field(default_factory=dict)
+    #: The runs the batch makes final, in the order they ended.
+    ended: list[str] = field(default_factory=list)
+    #: The answers owed to the makers of changes that wait for one.
+    replies: list[tuple[Reply, bool]] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, changes: Sequence[Change], runs: Mapping[str, Any]) -> _Effects:
+        """Check each change against its run's status as the changes before it left it.
+
+        A change so applies exactly when it would have in a transaction of
+        its own: a late or repeated one finds the run moved on and is left
+        out, and of two compare-and-set starts of one run only the first wins.
+        """
+        effects = cls(runs, status={run_id: RunStatus(run.status) for run_id, run in runs.items()})
+        for change in changes:
+            run = runs.get(change.run_id)
+            applies = run is not None and effects.status[change.run_id] in change.moves_from
+            if change.reply is not None:
+                # A run without a record is not the bridge's to guard.
+                effects.replies.append((change.reply, applies or run is None))
+            if run is None or not applies:
+                continue
+            values = effects.values.setdefault(change.run_id, {})
+            if change.queued and run.queued_at is None and "queued_at" not in values:
+                values["queued_at"] = change.at
+            values.update(change.values, status=change.status.value, updated_at=change.at)
+            effects.status[change.run_id] = change.status
+            if change.status.is_final:
+                effects.ended.append(change.run_id)
+        return effects
+
+    def outcome(self, run_id: str) -> Outcome:
+        """The end of a run the batch made final, for its schedule's settlement."""
+        run, values = self.runs[run_id], self.values[run_id]
+        return Outcome(
+            trigger=Trigger(run.trigger),
+            status=self.status[run_id],
+            plan_time=run.plan_time,
+            attempt=run.attempt,
+            finished_at=values.get("finished_at", values["updated_at"]),
+            error=values.get("error"),
+        )
+
+
+def _apply_to_schedules(session: Session, effects: _Effects) -> None:
+    """Show each changed run's status on its schedule, and settle the runs that ended.
+
+    Either way the schedule rows are locked in one pass, in id order.
+    """
+    schedule_of = {
+        run_id: effects.runs[run_id].periodic_task_id
+        for run_id in effects.values
+        if effects.runs[run_id].periodic_task_id is not None
+    }
+    if not schedule_of:
+        return
+    if not effects.ended:
+        # Nothing to settle: only the rows whose latest run changed are touched.
+        shown = sorted(schedule_of.items(), key=lambda item: item[1])
+        session.connection().execute(
+            _SHOW_STATUS,
+            [
+                {"schedule_id": schedule_id, "run_id": run_id, "status": effects.status[run_id]}
+                for run_id, schedule_id in shown
+            ],
+        )
+        return
+    schedules = {
+        row.id: row
+        for row in session.scalars(
+            select(PeriodicTask)
+            .where(PeriodicTask.id.in_(set(schedule_of.values())))
+            .order_by(PeriodicTask.id)
+            .with_for_update()
+        )
+    }
+    for run_id, schedule_id in schedule_of.items():
+        row = schedules.get(schedule_id)
+        if row is not None and row.last_run_id == run_id:
+            row.last_status = effects.status[run_id].value
+    for run_id in effects.ended:
+        row = schedules.get(schedule_of.get(run_id, -1))
+        if row is not None:
+            # What the outcome does to the schedule: a retry, the breaker,
+            # a fixed delay's next run, a held run's start.
+            settle_run(
+                session, row, run_id, effects.outcome(run_id), effects.values[run_id]["updated_at"]
+            )
+
+
+def _external_record(change: Change) -> dict[str, Any]:
+    """The record of a run the bridge did not send, created by its first change."""
+    return {
+        "id": change.run_id,
+        "task": change.external_task,
+        "trigger": Trigger.EXTERNAL.value,
+        "status": RunStatus.RECEIVED.value,
+        "updated_at": change.at,
+    }
 
 
 _installed: dict[int, Recorder] = {}

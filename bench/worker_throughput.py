@@ -1,0 +1,574 @@
+"""Worker throughput of a no-op task with and without the bridge's recorder.
+
+Pre-loads ``--runs`` no-op task messages into a Redis queue of the run's own,
+starts one real ``celery worker`` on it and measures how fast it drains them.
+Three variants run in the same invocation, each on fresh messages:
+
+* ``plain``: the app without the recorder: the raw ceiling of the machine;
+* ``recorder``: ``bridge.recorder.install(app)`` and a plain task;
+* ``bridge-task``: the recorder and ``base=bridge.BridgeTask`` (compare-and-set start).
+
+The messages are what beat sends (``bridge.dispatch.publish``: run id as task
+id, the bridge's headers), spread over ``--schedules`` schedules. For the
+recorded variants their records are real bridge runs, inserted ``SENT`` in
+bulk beforehand, with each schedule's ``last_run_id`` pointing at its latest
+run, so that the worker does exactly what it does for runs beat sent, and
+only the worker is measured. No beat runs.
+
+    .venv/bin/python -m bench.worker_throughput --runs 5000 --pool prefork --concurrency 2
+
+For each variant it prints the rate (runs a second, measured once the first
+tenth of the messages is done, so that the worker's start is left out), its
+ratio to ``plain``, the worker's CPU seconds per 1,000 runs (main process and
+pool children, read from ``/proc``), the CPU the database server's backends
+serving the worker used per 1,000 runs, and what the recorder asked of the
+database per run: statements and commits counted in the worker by
+SQLAlchemy's events, pool checkouts and new connections, and transactions as
+PostgreSQL counted them (``xact_commit + xact_rollback`` of the run's
+database in ``pg_stat_database``, read before the worker starts and after it
+has exited). See ``bench/README.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import redis
+from celery import Celery
+from sqlalchemy import Engine, bindparam, create_engine, func, insert, select, text, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from bench.chaos import SetupError, check_redis, first_line, machine_busy, purge_queue, safe_url
+from bridge import Bridge, dispatch
+from bridge.models import PeriodicTask, RunStatus, TaskExecution, Trigger
+
+REPO = Path(__file__).resolve().parent.parent
+APP = "bench.worker_app"
+#: How often the bench looks at the work left in the broker.
+POLL_SECONDS = 0.02
+#: The share of the messages processed before the clock starts.
+WARMUP = 0.1
+#: Where the plan times of the runs start; each run gets its own second.
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    task: str
+    recorder: bool
+
+
+VARIANTS = {
+    variant.name: variant
+    for variant in (
+        Variant("plain", f"{APP}.noop", recorder=False),
+        Variant("recorder", f"{APP}.noop", recorder=True),
+        Variant("bridge-task", f"{APP}.noop_once", recorder=True),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Options:
+    runs: int
+    pool: str
+    concurrency: int
+    schedules: int
+    rounds: int
+    variants: list[Variant]
+    pg_url: str
+    redis_url: str
+    timeout: float
+
+
+def parse_options(argv: Sequence[str] | None) -> Options:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.worker_throughput",
+        description="No-op task throughput of one worker, with and without the recorder.",
+    )
+    parser.add_argument("--runs", type=int, default=5000, help="messages per variant (5000)")
+    parser.add_argument("--pool", default="prefork", help="worker pool: prefork, threads (prefork)")
+    parser.add_argument("--concurrency", type=int, default=2, help="worker concurrency (2)")
+    parser.add_argument("--schedules", type=int, default=100, help="schedules the runs share (100)")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="times each variant runs, interleaved (1)"
+    )
+    parser.add_argument(
+        "--variants",
+        default=",".join(VARIANTS),
+        help=f"comma-separated, among {', '.join(VARIANTS)} (all)",
+    )
+    parser.add_argument(
+        "--pg-url",
+        default=os.environ.get(
+            "BRIDGE_BENCH_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+        ),
+        help="admin URL of the PostgreSQL server; the run creates and drops its own database",
+    )
+    parser.add_argument(
+        "--redis-url",
+        default=os.environ.get("BRIDGE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
+        help="Redis broker; the run uses a queue of its own and flushes nothing",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds allowed per variant (600)"
+    )
+    args = parser.parse_args(argv)
+    for name in ("runs", "concurrency", "schedules", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    unknown = set(args.variants.split(",")) - set(VARIANTS)
+    if unknown:
+        parser.error(f"unknown variants: {', '.join(sorted(unknown))}")
+    return Options(
+        runs=args.runs,
+        pool=args.pool,
+        concurrency=args.concurrency,
+        schedules=args.schedules,
+        rounds=args.rounds,
+        variants=[VARIANTS[name] for name in args.variants.split(",")],
+        pg_url=args.pg_url,
+        redis_url=args.redis_url,
+        timeout=args.timeout,
+    )
+
+
+# -- the database -----------------------------------------------------------------------
+
+
+@contextmanager
+def bench_database(admin: Engine) -> Iterator[str]:
+    """A fresh PostgreSQL database for the run, dropped afterwards."""
+    name = f"bridge_rec_{uuid.uuid4().hex[:10]}"
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+    except SQLAlchemyError as exc:
+        raise SetupError(f"PostgreSQL at {safe_url(str(admin.url))}: {first_line(exc)}") from exc
+    try:
+        yield make_url(str(admin.url)).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+class Runs:
+    """The run records and messages of one variant."""
+
+    def __init__(self, engine: Engine, schedules: dict[int, str], count: int, first: int) -> None:
+        self.engine = engine
+        self.schedules = schedules
+        ids = sorted(schedules)
+        self.plan_times = [EPOCH + timedelta(seconds=first + i) for i in range(count)]
+        self.schedule_of = [ids[i % len(ids)] for i in range(count)]
+        self.ids = [
+            dispatch.run_id_for(schedule, plan)
+            for schedule, plan in zip(self.schedule_of, self.plan_times, strict=True)
+        ]
+
+    def record(self, task: str) -> None:
+        """Insert the runs ``SENT``, as beat leaves them, and name each schedule's latest."""
+        now = datetime.now(UTC)
+        rows = [
+            dispatch.new_run(schedule, task, plan, Trigger.SCHEDULED, now)
+            | {"status": RunStatus.SENT.value, "queued_at": now}
+            for schedule, plan in zip(self.schedule_of, self.plan_times, strict=True)
+        ]
+        latest = dict(zip(self.schedule_of, self.ids, strict=True))
+        with self.engine.begin() as connection:
+            connection.execute(insert(TaskExecution), rows)
+            connection.execute(
+                update(PeriodicTask)
+                .where(PeriodicTask.id == bindparam("schedule"))
+                .values(
+                    last_run_id=bindparam("run"),
+                    last_status=RunStatus.SENT.value,
+                    last_run_at=now,
+                ),
+                [{"schedule": s, "run": r} for s, r in latest.items()],
+            )
+
+    def publish(self, app: Celery, task: str, queue: str) -> None:
+        """Send the messages beat would send for these runs."""
+        payload = dispatch.Payload(task, [], {}, {"queue": queue})
+        with app.producer_or_acquire() as producer:
+            for run_id, schedule, plan in zip(
+                self.ids, self.schedule_of, self.plan_times, strict=True
+            ):
+                dispatch.publish(
+                    app,
+                    payload,
+                    run_id=run_id,
+                    schedule_id=schedule,
+                    schedule_name=self.schedules[schedule],
+                    plan_time=plan,
+                    trigger=Trigger.SCHEDULED,
+                    producer=producer,
+                )
+
+    def outcome(self) -> tuple[Counter[str], int]:
+        """The runs by status, and how many schedules show their latest run's success."""
+        with self.engine.connect() as connection:
+            statuses = Counter(
+                dict(
+                    connection.execute(  # type: ignore[arg-type]
+                        text(
+                            "SELECT status, count(*) FROM task_execution"
+                            " WHERE plan_time BETWEEN :first AND :last GROUP BY status"
+                        ),
+                        {"first": self.plan_times[0], "last": self.plan_times[-1]},
+                    ).all()
+                )
+            )
+            shown = connection.scalar(
+                select(func.count())
+                .select_from(PeriodicTask)
+                .where(
+                    PeriodicTask.last_run_id.in_(set(self.ids)),
+                    PeriodicTask.last_status == RunStatus.SUCCESS.value,
+                )
+            )
+        return statuses, int(shown or 0)
+
+
+def transactions(admin: Engine, database: str) -> int:
+    """Transactions PostgreSQL has counted in ``database`` (committed and rolled back)."""
+    with admin.connect() as connection:
+        connection.execute(text("SELECT pg_stat_clear_snapshot()"))
+        return int(
+            connection.scalar(
+                text("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = :d"),
+                {"d": database},
+            )
+            or 0
+        )
+
+
+def backends(admin: Engine, database: str) -> list[int]:
+    """Process ids of the server backends connected to ``database``."""
+    with admin.connect() as connection:
+        return list(
+            connection.scalars(
+                text("SELECT pid FROM pg_stat_activity WHERE datname = :d"), {"d": database}
+            )
+        )
+
+
+# -- processes ----------------------------------------------------------------------------
+
+
+def cpu_of(pids: Sequence[int]) -> dict[int, float]:
+    """CPU seconds each of ``pids`` has used so far (gone ones left out)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            found[pid] = (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and its descendants."""
+    parent_of = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parent_of[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    tree = [root]
+    for pid in tree:
+        tree.extend(child for child, parent in parent_of.items() if parent == pid)
+    return tree
+
+
+def spent(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU used between two readings; a process that appeared in between counts from zero."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
+class Worker:
+    """One ``celery worker`` subprocess on the run's queue."""
+
+    def __init__(self, options: Options, variant: Variant, env: dict[str, str], log: Path) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            APP,
+            "worker",
+            "-l",
+            "warning",
+            "-n",
+            f"bench-{variant.name}@%h",
+            "--pool",
+            options.pool,
+            "-c",
+            str(options.concurrency),
+            "--without-mingle",
+            "--without-gossip",
+            "--without-heartbeat",
+        ]
+        env = env | {"BENCH_RECORDER": "1" if variant.recorder else "0"}
+        self.log = log
+        with log.open("ab") as out:
+            self.popen = subprocess.Popen(
+                command,
+                cwd=REPO,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def stop(self, timeout: float = 60.0) -> None:
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                print("worker did not stop in time; killed", file=sys.stderr)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, 9)  # leftover pool children
+        self.popen.wait()
+
+    def exited(self) -> bool:
+        return self.popen.poll() is not None
+
+
+# -- one measurement ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Measure:
+    variant: str
+    #: All the runs drained, and those drained while the clock ran.
+    total: int
+    runs: int
+    seconds: float
+    worker_cpu: float
+    #: The part of ``worker_cpu`` the worker's main process used (the consumer).
+    main_cpu: float
+    database_cpu: float
+    machine_cpu: float
+    executions: int
+    statements: int
+    commits: int
+    checkouts: int
+    connections: int
+    transactions: int
+    statuses: Counter[str]
+    schedules_shown: int
+
+    @property
+    def rate(self) -> float:
+        return self.runs / self.seconds
+
+    def per_run(self, count: int) -> float:
+        """``count``, made over the whole drain, per run."""
+        return count / self.total
+
+
+class Bench:
+    def __init__(self, options: Options, admin: Engine, url: str, workdir: Path) -> None:
+        self.options = options
+        self.admin = admin
+        self.url = url
+        self.database = make_url(url).database or ""
+        self.engine = create_engine(url, pool_size=1, max_overflow=1)
+        self.queue = f"bridge-rec-{uuid.uuid4().hex[:10]}"
+        self.broker = redis.Redis.from_url(options.redis_url)
+        self.publisher = Celery("bench-publisher", broker=options.redis_url)
+        self.workdir = workdir
+        self.serial = 0
+        self.schedules = self._add_schedules()
+
+    def _add_schedules(self) -> dict[int, str]:
+        """The schedules the runs belong to: yearly, so that nothing else comes due."""
+        api = Bridge(database_url=self.url)
+        api.migrate()
+        names = [f"bench-{i:04d}" for i in range(self.options.schedules)]
+        return {api.add(name, task=f"{APP}.noop", timer="@yearly").id: name for name in names}
+
+    def env(self, counts: Path) -> dict[str, str]:
+        return {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            "CELERY_BROKER_URL": self.options.redis_url,
+            "BRIDGE_DATABASE_URL": self.url,
+            "BENCH_QUEUE": self.queue,
+            "BENCH_COUNT_DIR": str(counts),
+        }
+
+    def left(self) -> int:
+        """Messages not yet processed: queued, or delivered and not yet acknowledged."""
+        pipe = self.broker.pipeline()
+        pipe.llen(self.queue).hlen(f"{self.queue}.unacked")
+        queued, unacked = pipe.execute()
+        return int(queued) + int(unacked)
+
+    def measure(self, variant: Variant) -> Measure:
+        runs = Runs(self.engine, self.schedules, self.options.runs, self.serial)
+        self.serial += self.options.runs
+        if variant.recorder:
+            runs.record(variant.task)
+        runs.publish(self.publisher, variant.task, self.queue)
+        counts = Path(tempfile.mkdtemp(prefix="counts-", dir=self.workdir))
+        before_tx = transactions(self.admin, self.database)
+        worker = Worker(self.options, variant, self.env(counts), self.workdir / "worker.log")
+        try:
+            start = self.options.runs - int(self.options.runs * WARMUP)
+            deadline = time.monotonic() + self.options.timeout
+            while self.left() > start:
+                self._check(worker, deadline)
+                time.sleep(POLL_SECONDS)
+            began = time.monotonic()
+            tree = process_tree(worker.popen.pid)
+            worker_before = cpu_of(tree)
+            db_before = cpu_of(backends(self.admin, self.database))
+            machine_before = machine_busy()
+            while self.left() > 0:
+                self._check(worker, deadline)
+                time.sleep(POLL_SECONDS)
+            elapsed = time.monotonic() - began
+            worker_after = cpu_of(tree)
+            worker_cpu = spent(worker_before, worker_after)
+            main_cpu = worker_after[worker.popen.pid] - worker_before[worker.popen.pid]
+            database_cpu = spent(db_before, cpu_of(backends(self.admin, self.database)))
+            machine_cpu = machine_busy() - machine_before
+        finally:
+            worker.stop()
+        totals: Counter[str] = Counter()
+        for path in counts.glob("counts-*.json"):
+            totals.update(json.loads(path.read_text()))
+        statuses, shown = runs.outcome() if variant.recorder else (Counter(), 0)
+        return Measure(
+            variant=variant.name,
+            total=self.options.runs,
+            runs=start,
+            seconds=elapsed,
+            worker_cpu=worker_cpu,
+            main_cpu=main_cpu,
+            database_cpu=database_cpu,
+            machine_cpu=machine_cpu,
+            executions=totals["executions"],
+            statements=totals["statements"],
+            commits=totals["commits"],
+            checkouts=totals["checkouts"],
+            connections=totals["connections"],
+            transactions=transactions(self.admin, self.database) - before_tx,
+            statuses=statuses,
+            schedules_shown=shown,
+        )
+
+    def _check(self, worker: Worker, deadline: float) -> None:
+        if worker.exited():
+            raise SetupError(f"the worker exited; see {worker.log}")
+        if time.monotonic() > deadline:
+            raise SetupError(f"not drained within {self.options.timeout:g}s; see {worker.log}")
+
+    def close(self) -> None:
+        purge_queue(self.options.redis_url, self.queue)
+        self.engine.dispose()
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+def describe(measure: Measure, plain: float | None, options: Options) -> str:
+    thousand = 1000 / measure.runs
+    line = (
+        f"{measure.variant:<12} {measure.rate:8.0f} runs/s"
+        f"  ratio {measure.rate / plain if plain else float('nan'):4.2f}"
+        f"  worker cpu {measure.worker_cpu * thousand:5.2f}s/1000"
+        f" (main {measure.main_cpu * thousand:4.2f})"
+        f"  db cpu {measure.database_cpu * thousand:5.2f}s/1000"
+        f"  machine {measure.machine_cpu / measure.seconds:4.2f} cores"
+    )
+    if VARIANTS[measure.variant].recorder:
+        line += (
+            f"\n{'':<12} per run: executions {measure.per_run(measure.executions):.2f},"
+            f" statements {measure.per_run(measure.statements):.2f},"
+            f" commits {measure.per_run(measure.commits):.2f},"
+            f" checkouts {measure.per_run(measure.checkouts):.2f},"
+            f" transactions (server) {measure.per_run(measure.transactions):.2f};"
+            f" connections opened {measure.connections}"
+        )
+        done = measure.statuses.get(RunStatus.SUCCESS.value, 0)
+        expected = options.runs
+        line += f"\n{'':<12} records SUCCESS {done}/{expected}"
+        if done != expected:
+            line += f" (by status: {dict(measure.statuses)})"
+        line += f", schedules showing it {measure.schedules_shown}/{options.schedules}"
+    return line
+
+
+def run(options: Options) -> int:
+    check_redis(options.redis_url)
+    workdir = Path(tempfile.mkdtemp(prefix="bridge-rec-"))
+    admin = create_engine(options.pg_url, isolation_level="AUTOCOMMIT", pool_size=1)
+    try:
+        with bench_database(admin) as url:
+            bench = Bench(options, admin, url, workdir)
+            try:
+                print(
+                    f"worker throughput: {options.runs} no-op runs per variant,"
+                    f" celery worker --pool {options.pool} -c {options.concurrency},"
+                    f" {options.schedules} schedules, {options.rounds} round(s);"
+                    f" rates over the last {1 - WARMUP:.0%} of each drain"
+                )
+                print(
+                    f"database {safe_url(url)}, broker {options.redis_url} queue {bench.queue};"
+                    f" logs in {workdir}"
+                )
+                results: dict[str, list[Measure]] = {v.name: [] for v in options.variants}
+                for round_ in range(1, options.rounds + 1):
+                    for variant in options.variants:
+                        measure = bench.measure(variant)
+                        results[variant.name].append(measure)
+                        plain = results.get("plain")
+                        print(
+                            f"round {round_}: "
+                            + describe(measure, plain[-1].rate if plain else None, options)
+                        )
+                if options.rounds > 1:
+                    print("median over the rounds:")
+                    medians = {
+                        name: statistics.median(m.rate for m in measures)
+                        for name, measures in results.items()
+                    }
+                    for name, rate in medians.items():
+                        ratio = rate / medians["plain"] if "plain" in medians else float("nan")
+                        print(f"{name:<12} {rate:8.0f} runs/s  ratio {ratio:4.2f}")
+            finally:
+                bench.close()
+    except SetupError as exc:
+        print(f"setup failed: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        admin.dispose()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(parse_options(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -44,7 +44,6 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -336,32 +335,19 @@ def import_schedules(
     transaction holds the write lock, and so holds beat, for the whole
     import). ``dry_run`` reads the table to say what each line would do and
     writes nothing.
-
-    Checking is Python work and writing mostly waits for the database, so
-    one thread writes a batch while this one checks the next; batches are
-    still written one at a time and in order.
     """
     report = ImportReport()
     default_timezone = bridge._default_timezone()
     known_tasks = None if allow_unknown_task else bridge._known_tasks()
     first_line: dict[str, int] = {}
     database = bridge.database
-    with (
-        _outer_transaction(database, all_or_nothing and not dry_run) as outer,
-        ThreadPoolExecutor(max_workers=1, thread_name_prefix="bridge-import") as writer,
-    ):
-        writing: Future[_Plan] | None = None
+    with _outer_transaction(database, all_or_nothing and not dry_run) as outer:
         for batch in _batches(lines):
             now = utcnow()
             entries = _check(batch, Rules(now, default_timezone, known_tasks), report)
             entries = _first_of_each_name(entries, first_line, report)
-            if not entries:
-                continue
-            if writing is not None:
-                writing.result().count_into(report)
-            writing = writer.submit(_import_batch, database, outer, entries, now, dry_run)
-        if writing is not None:
-            writing.result().count_into(report)
+            if entries:
+                _import_batch(database, outer, entries, now, dry_run).count_into(report)
         if outer is not None and report.refusals:
             outer.rollback()
     report.refusals.sort()

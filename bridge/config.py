@@ -39,7 +39,7 @@ class Settings:
     #: How long a beat instance's mark on a row stays valid without renewal.
     lease_seconds: float = 30.0
     #: How many due rows one tick claims at most.
-    batch_size: int = 100
+    batch_size: int = 500
     #: The longest beat sleeps before it looks at the table again, so that a
     #: schedule changed from outside is picked up within this many seconds.
     poll_interval: float = 1.0

@@ -80,12 +80,14 @@ def apply_plan(
     plan: Plan,
     sent: list[str],
     now: datetime,
+    last_status: str | None = None,
 ) -> None:
     """Write a plan's outcome onto ``row`` (locked by the caller) and clear the mark.
 
-    ``claimed`` is the row as beat read it when it claimed it, and ``sent``
-    the ids of the runs sent for the plan, the last one last. An edit made
-    meanwhile (a new timer, bounds or remaining runs) wins over the plan.
+    ``claimed`` is the row as beat read it when it claimed it, ``sent`` the
+    ids of the runs sent for the plan, the last one last, and ``last_status``
+    that last run's status as read by the caller. An edit made meanwhile (a
+    new timer, bounds or remaining runs) wins over the plan.
     """
     edited = any(getattr(row, column) != getattr(claimed, column) for column in _TIMING)
     if not edited:
@@ -110,9 +112,7 @@ def apply_plan(
         last = sent[-1]
         row.last_run_at = now
         row.last_run_id = last
-        row.last_status = session.scalar(
-            select(TaskExecution.status).where(TaskExecution.id == last)
-        )
+        row.last_status = last_status
         row.total_run_count += len(sent)
     _set_nextrun(session, row, now, plan.waiting)
     row.worker = None

@@ -17,10 +17,12 @@ import signal
 import socket
 import threading
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import partial
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import kombu.exceptions
 from celery.beat import Scheduler
@@ -43,8 +45,11 @@ from .decisions import (
 )
 from .lifecycle import apply_plan, state_of
 from .models import PeriodicTask, RunStatus, utcnow
-from .store import LostRun, Store
+from .store import LostRun, Recorded, Store
 from .sync import sync_beat_schedule
+
+if TYPE_CHECKING:
+    from .changes import ChangeListener
 
 logger = logging.getLogger("bridge.scheduler")
 
@@ -56,6 +61,8 @@ DEFECT_BACKOFF = 2.0
 SWEEP_SECONDS = 10.0
 #: How often beat writes its heartbeat into ``beat_instance``.
 HEARTBEAT_SECONDS = 1.0
+#: Messages per broker round trip when a batch is published (Redis pipelines them).
+PUBLISH_PIPELINE = 500
 #: How long the heartbeat of a silent worker is kept after its runs were given up on.
 WORKER_EXPIRY = 3600.0
 
@@ -83,6 +90,18 @@ def _recorded_by_unfinished_fire(state: State, run: OpenRun) -> bool:
     return unsent or pending_retry or waiting
 
 
+def _log_fired(row: PeriodicTask, send: Send, run_id: str) -> None:
+    attempt = f" attempt {send.attempt}" if send.attempt > 1 else ""
+    logger.info(
+        "bridge: fired %r plan %s%s task id %s (%s)",
+        row.name,
+        send.plan_time.isoformat(),
+        attempt,
+        run_id,
+        send.trigger.value,
+    )
+
+
 def _report_lost(runs: list[LostRun]) -> None:
     for run in runs:
         owner = "no schedule" if run.schedule is None else repr(run.schedule)
@@ -105,6 +124,37 @@ class PublishFailed(Exception):
 
 class BadRow(Exception):
     """The row was disabled while firing it; nothing more to do with it."""
+
+
+_T = TypeVar("_T")
+
+
+@dataclass
+class _Batch:
+    """The rows claimed by one tick: their ids, names, and the mark they carry."""
+
+    ids: list[int]
+    names: dict[int, str]
+    marked: datetime
+
+    @classmethod
+    def of(cls, rows: list[PeriodicTask]) -> _Batch:
+        assert rows and rows[0].marked is not None
+        return cls([row.id for row in rows], {row.id: row.name for row in rows}, rows[0].marked)
+
+
+@dataclass
+class _Fire:
+    """One row of a batch, decided: what to send, under which ids."""
+
+    row: PeriodicTask
+    payload: dispatch.Payload
+    plan: Plan
+    run_ids: list[str]
+    #: Runs an unfinished fire recorded, which this fire completes.
+    own: set[str]
+    expires: float | None
+    failed: bool = False
 
 
 class DatabaseScheduler(Scheduler):  # type: ignore[misc]
@@ -130,6 +180,10 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         #: (None: not since the last failure).
         self._reachable_since: datetime | None = None
         self._sent = 0
+        #: A defect hit a row during this tick: pause before the next.
+        self._troubled = False
+        #: Wakes beat when a schedule changes (PostgreSQL); None: Celery's loop sleeps.
+        self._changes: ChangeListener | None = None
         super().__init__(*args, **kwargs)
 
     # -- beat contract -----------------------------------------------------
@@ -138,6 +192,10 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         """Called once when beat really starts (never for the lazy banner instance)."""
         self._install_stop_handler()
         logger.info("bridge: beat instance %s on %s", self.instance, self._safe_url())
+        if self.database.engine.dialect.driver == "psycopg":
+            from .changes import ChangeListener  # psycopg is installed with PostgreSQL only
+
+            self._changes = ChangeListener(self.database)
         self._busy = True
         try:
             self._guarded(self._sync_config)
@@ -145,6 +203,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self._busy = False
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
+        """Fire what is due, then say how long to sleep, or sleep here until a change.
+
+        With a change listener (PostgreSQL) the sleep happens here, so that a
+        notification ends it; Celery's loop then calls again at once. The
+        sleep is not "busy": SIGTERM ends it straight away.
+        """
         if self._stopping:
             raise SystemExit()
         self._busy = True
@@ -154,7 +218,10 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self._busy = False
         if self._stopping:
             raise SystemExit()
-        return wait
+        if self._changes is None:
+            return wait
+        self._changes.wait(wait)
+        return 0.0
 
     def close(self) -> None:
         """Clear every mark this instance holds, then release the broker connection.
@@ -169,6 +236,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                 self.store.forget_instances(self._instance_expiry(utcnow()), self.instance)
             except (OperationalError, DBAPIError) as exc:
                 logger.warning("bridge: could not clear marks on exit (%s); they expire", exc)
+            if self._changes is not None:
+                self._changes.close()
         super().close()
 
     @property
@@ -180,86 +249,169 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
     def _tick(self) -> float:
         if not self._config_synced:
             self._sync_config()
-        self._heartbeat(utcnow())
-        self._sweep(utcnow())
+        started = time.perf_counter()
         claimed = self.store.claim_due(
             self.instance,
             utcnow(),
             timedelta(seconds=self.settings.lease_seconds),
             self.settings.batch_size,
         )
-        troubled = False
-        taken_over: set[int] = set()
-        for index, row in enumerate(claimed):
-            if self._stopping:
-                self.store.release(self.instance, [r.id for r in claimed[index:]])
-                break
-            taken_over |= self._renew_leases(claimed[index:])
-            if row.id in taken_over:
-                logger.warning("bridge: lost the mark on %r to another instance", row.name)
-                continue
-            try:
-                self._fire(row)
-            except BadRow:
-                continue
-            except PublishFailed:
-                self.store.release(self.instance, [r.id for r in claimed[index:]])
-                raise
-            except (OperationalError, DBAPIError):
-                raise
-            except Exception:
-                # A defect must not stop the other schedules: log it, let the
-                # row go, and try it again after a pause.
-                troubled = True
-                logger.exception("bridge: unexpected error firing %r", row.name)
-                self.store.release(self.instance, [row.id])
-        if troubled:
+        fired = self._fire_batch(claimed) if claimed else 0
+        logger.debug(
+            "bridge: tick claimed %d fired %d in %.1f ms",
+            len(claimed),
+            fired,
+            (time.perf_counter() - started) * 1000,
+        )
+        # Housekeeping after the fire, which is what the wake-up was timed for.
+        self._heartbeat(utcnow())
+        self._sweep(utcnow())
+        if self._troubled:
+            self._troubled = False
             return DEFECT_BACKOFF
         if len(claimed) >= self.settings.batch_size:
             return 0.0
         return wait_seconds(self.store.next_due(), utcnow(), self.settings.poll_interval)
 
-    def _renew_leases(self, rows: list[PeriodicTask]) -> set[int]:
-        """Renew the marks of a batch still to fire once half a lease has passed.
+    def _fire_batch(self, claimed: list[PeriodicTask]) -> int:
+        """The fire sequence for a batch of claimed rows, a few statements for the lot.
 
-        A long batch (a slow broker, many rows) must not let its last rows'
-        leases expire, or another instance would fire them too. Returns the
-        ids of rows another instance took over meanwhile.
+        Decide every row, record all their runs in one transaction, publish
+        them over one producer, mark them sent in one statement and advance
+        the rows in one transaction. Returns the number of runs published.
         """
         now = utcnow()
-        half_lease = timedelta(seconds=self.settings.lease_seconds / 2)
-        if not rows or rows[0].marked is None or now - rows[0].marked < half_lease:
-            return set()
-        held = self.store.renew(self.instance, [row.id for row in rows], now)
-        for row in rows:
-            if row.id in held:
-                row.marked = now
-        return {row.id for row in rows} - held
+        batch = _Batch.of(claimed)
+        open_runs = self.store.open_runs_of(batch.ids)
+        fires = [
+            fire
+            for row in claimed
+            if (fire := self._step(row, partial(self._plan, row, batch, open_runs, now)))
+        ]
+        if self._stopping:
+            # SIGTERM before anything is recorded: let the batch go at once.
+            self.store.release(self.instance, batch.ids)
+            return 0
+        self._renew(batch)
+        runs = [
+            dispatch.new_run(
+                fire.row.id, fire.row.task, send.plan_time, send.trigger, now, attempt=send.attempt
+            )
+            for fire in fires
+            for send in fire.plan.sends
+        ]
+        recorded = self.store.record_runs(runs, self.instance, batch.marked)
+        for fire in fires:
+            if fire.row.id in recorded.lost:
+                # Whoever holds the row now resumes this fire from its records.
+                logger.warning("bridge: lost the mark on %r while firing it", fire.row.name)
+        fires = [fire for fire in fires if fire.row.id not in recorded.lost]
+        try:
+            published = self._publish_all(fires, recorded, batch)
+        except PublishFailed:
+            # Nothing is marked sent or advanced: the next holder resumes every
+            # fire from its records and publishes again under the same ids.
+            self.store.release(self.instance, batch.ids)
+            raise
+        self.store.mark_sent([run_id for _, _, run_id in published], utcnow())
+        for row, send, run_id in published:
+            _log_fired(row, send, run_id)
+        self._renew(batch)
+        self._advance([fire for fire in fires if not fire.failed], recorded, batch, now)
+        return len(published)
 
-    def _fire(self, row: PeriodicTask) -> None:
-        """The fire sequence for one claimed row (the mark is already set)."""
+    def _publish_all(
+        self, fires: list[_Fire], recorded: Recorded, batch: _Batch
+    ) -> list[tuple[PeriodicTask, Send, str]]:
+        """Publish every PENDING run of the batch over one producer, in pipelined batches.
+
+        Kombu's publish batch sends the messages to Redis in pipelines of
+        :data:`PUBLISH_PIPELINE` (other transports publish each at once). A
+        broker failure discards what was not yet flushed and leaves the
+        delivery of the rest uncertain, so nothing of the batch is marked
+        SENT: resuming publishes them again under the same ids, which a
+        ``BridgeTask`` runs once. Returns what was published, in order.
+        """
+        published: list[tuple[PeriodicTask, Send, str]] = []
+        try:
+            # One connection attempt: the tick must not sit in Celery's long
+            # reconnect loop, deaf to SIGTERM, while the broker is down.
+            self.connection.ensure_connection(max_retries=0)
+            with self.producer.batch(max_size=PUBLISH_PIPELINE):
+                for fire in fires:
+                    self._renew(batch)
+                    sent = self._step(fire.row, partial(self._publish_fire, fire, recorded))
+                    if sent is None:
+                        fire.failed = True
+                    else:
+                        published += sent
+        except PublishFailed:
+            self._drop_producer()
+            raise
+        except self._connection_errors() as exc:  # the batch's last flush
+            logger.debug("bridge: could not publish a batch: %s", exc)
+            self._drop_producer()
+            raise PublishFailed(exc) from exc
+        return published
+
+    def _step(self, row: PeriodicTask, work: Callable[[], _T]) -> _T | None:
+        """``work`` on one row of a batch; a bad row or a defect spares the others.
+
+        A database or broker outage ends the whole batch (``_guarded`` backs
+        off); a defect is logged with its traceback, the row is let go and
+        the tick is followed by a pause.
+        """
+        try:
+            return work()
+        except BadRow:
+            return None
+        except (OperationalError, DBAPIError, PublishFailed):
+            raise
+        except Exception:
+            self._troubled = True
+            logger.exception("bridge: unexpected error firing %r", row.name)
+            self.store.release(self.instance, [row.id])
+            return None
+
+    def _renew(self, batch: _Batch) -> None:
+        """Renew the batch's marks once half a lease has passed since they were set.
+
+        A long batch (a slow broker, many rows) must not let its last rows'
+        leases expire, or another instance would fire them too. A row another
+        instance took over meanwhile fails the guard of the next write to it.
+        """
         now = utcnow()
+        if now - batch.marked < timedelta(seconds=self.settings.lease_seconds / 2):
+            return
+        held = self.store.renew(self.instance, batch.ids, now)
+        for row_id in set(batch.ids) - held:
+            logger.warning("bridge: lost the mark on %r to another instance", batch.names[row_id])
+        batch.ids = [row_id for row_id in batch.ids if row_id in held]
+        batch.marked = now
+
+    def _plan(
+        self, row: PeriodicTask, batch: _Batch, open_runs: dict[int, list[OpenRun]], now: datetime
+    ) -> _Fire | None:
+        """Decide what to send for one claimed row; None when there is nothing to fire."""
         try:
             state = state_of(row)
             payload = dispatch.Payload.decode(row.task, row.args, row.kwargs, row.options)
         except ValueError as exc:  # a refused timer, zone, policy or JSON column
             self._disable_bad_row(row, now, str(exc))
-            return
+            return None
 
-        live, gave_up = self._live_runs(row, now)
+        live, gave_up = self._live_runs(row, open_runs.get(row.id, []), now)
         if gave_up:
             # Settling the lost runs may have broken the schedule or owed a retry.
-            assert row.marked is not None
-            fresh = self.store.reread(row.id, self.instance, row.marked)
+            fresh = self.store.reread(row.id, self.instance, batch.marked)
             if fresh is None or not fresh.enabled:
                 self.store.release(self.instance, [row.id])
-                return
+                return None
             row, state = fresh, state_of(fresh)
         # Runs recorded by a fire of this row that did not finish (a crash, a
         # broker failure, a lost mark) are this fire's own work, not overlap.
         own = [run for run in live if _recorded_by_unfinished_fire(state, run)]
         plan = resume(state, own) if own else decide(state, now, live)
-        sends = plan.sends
         if plan.skipped:
             logger.info(
                 "bridge: skipped %r (%d occurrence(s)): %s",
@@ -269,31 +421,23 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             )
         if plan.missed:
             logger.info("bridge: %d occurrence(s) of %r missed (catch-up)", plan.missed, row.name)
-        run_ids = [dispatch.run_id_for(row.id, send.plan_time, send.attempt) for send in sends]
+        run_ids = [dispatch.run_id_for(row.id, send.plan_time, send.attempt) for send in plan.sends]
         if plan.revoke:
             self._revoke(row, plan.revoke, run_ids[0] if run_ids else None)
         following = None if state.fixed_delay else state.timer.next_after(now)
         expires = state.policies.expiry(now, following)
-        ours = {run.id for run in own}
-        assert row.marked is not None
-        for send, run_id in zip(sends, run_ids, strict=True):
-            recorded = self.store.record_run(
-                dispatch.new_run(
-                    row.id, row.task, send.plan_time, send.trigger, now, attempt=send.attempt
-                ),
-                self.instance,
-                row.marked,
-            )
-            if recorded is None:
-                # Whoever holds the row now resumes this fire from its records.
-                logger.warning("bridge: lost the mark on %r while firing it", row.name)
-                return
-            if recorded.inserted:
-                ours.add(run_id)
-            if recorded.status == RunStatus.PENDING:
-                self._publish(row, payload, run_id, send, expires)
-        # A record someone else made for the occurrence (a backfill) stays theirs.
-        self._advance(row, plan, [run_id for run_id in run_ids if run_id in ours], now)
+        return _Fire(row, payload, plan, run_ids, {run.id for run in own}, expires)
+
+    def _publish_fire(
+        self, fire: _Fire, recorded: Recorded
+    ) -> list[tuple[PeriodicTask, Send, str]]:
+        """Publish the fire's runs that are still PENDING; what was published."""
+        published = []
+        for send, run_id in zip(fire.plan.sends, fire.run_ids, strict=True):
+            if recorded.statuses.get(run_id) == RunStatus.PENDING:
+                self._publish(fire.row, fire.payload, run_id, send, fire.expires)
+                published.append((fire.row, send, run_id))
+        return published
 
     def _publish(
         self,
@@ -303,14 +447,10 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         send: Send,
         expires: float | None,
     ) -> None:
-        """Send the run and mark it SENT; a broker failure leaves it PENDING for a retry."""
-        plan = send.plan_time.isoformat()
+        """Send the run; a message that cannot be built fails the run and disables the row."""
         if expires is not None and "expires" not in payload.options:
             payload = replace(payload, options={**payload.options, "expires": expires})
         try:
-            # One connection attempt: the tick must not sit in Celery's long
-            # reconnect loop, deaf to SIGTERM, while the broker is down.
-            self.connection.ensure_connection(max_retries=0)
             dispatch.publish(
                 self.app,
                 payload,
@@ -322,26 +462,14 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                 producer=self.producer,
             )
         except self._connection_errors() as exc:
-            logger.debug("bridge: could not send %r plan %s: %s", row.name, plan, exc)
-            self._drop_producer()
+            logger.debug("bridge: could not send %r: %s", row.name, exc)
             raise PublishFailed(exc) from exc
         except Exception as exc:
-            # Not the broker: the message itself cannot be built from this row.
             reason = f"could not send: {exc}"
             self.store.finish_runs([run_id], RunStatus.FAILURE, utcnow(), reason)
             self._disable_bad_row(row, utcnow(), reason)
             raise BadRow() from exc
-        self.store.mark_sent(run_id, utcnow())
         self._sent += 1
-        attempt = f" attempt {send.attempt}" if send.attempt > 1 else ""
-        logger.info(
-            "bridge: fired %r plan %s%s task id %s (%s)",
-            row.name,
-            plan,
-            attempt,
-            run_id,
-            send.trigger.value,
-        )
 
     def _revoke(self, row: PeriodicTask, run_ids: list[str], replacement: str | None) -> None:
         """Overlap ``replace``: record the open runs REVOKED, then terminate them.
@@ -368,33 +496,58 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         connection = self.connection
         return (
             kombu.exceptions.OperationalError,
+            # A pipelined batch that failed: delivery of its messages is uncertain.
+            kombu.exceptions.BatchPublishError,
             OSError,
             *connection.connection_errors,
             *connection.channel_errors,
         )
 
-    def _live_runs(self, row: PeriodicTask, now: datetime) -> tuple[list[OpenRun], bool]:
+    def _live_runs(
+        self, row: PeriodicTask, open_runs: list[OpenRun], now: datetime
+    ) -> tuple[list[OpenRun], bool]:
         """Open runs of the schedule, after giving up on the stale ones (True if any)."""
         live, stale = split_stale(
-            self.store.open_runs(row.id), now, timedelta(seconds=self.settings.stale_run_seconds)
+            open_runs, now, timedelta(seconds=self.settings.stale_run_seconds)
         )
         reason = _lost_reason(self.settings.stale_run_seconds)
         _report_lost(self.store.give_up([LostRun(run.id, row.name, reason) for run in stale], now))
         return live, bool(stale)
 
-    def _advance(self, row: PeriodicTask, plan: Plan, run_ids: list[str], now: datetime) -> None:
-        """Move the row's cursor and clear the mark, unless the mark was taken over."""
-        assert row.marked is not None
-        with self.store.locked(row.id, self.instance, row.marked) as held:
-            if held is None:
-                logger.warning("bridge: lost the mark on %r before advancing it", row.name)
-            else:
-                session, current = held
-                apply_plan(session, current, row, plan, run_ids, now)
+    def _advance(
+        self, fires: list[_Fire], recorded: Recorded, batch: _Batch, now: datetime
+    ) -> None:
+        """Move the rows' cursors and clear their marks, except where a mark was taken over.
+
+        One transaction for the batch. A record someone else made for an
+        occurrence (a backfill) stays theirs: only this fire's runs count as sent.
+        """
+        if not fires:
+            return
+        ours = {
+            fire.row.id: [
+                run_id
+                for run_id in fire.run_ids
+                if run_id in fire.own or run_id in recorded.inserted
+            ]
+            for fire in fires
+        }
+        lost: list[int] = []
+        with self.store.locked_rows(list(ours), self.instance, batch.marked) as (session, held):
+            last = self.store.statuses(session, [ids[-1] for ids in ours.values() if ids])
+            for fire in fires:
+                current = held.get(fire.row.id)
+                if current is None:
+                    logger.warning("bridge: lost the mark on %r before advancing it", fire.row.name)
+                    lost.append(fire.row.id)
+                    continue
+                sent = ours[fire.row.id]
+                last_status = last.get(sent[-1]) if sent else None
+                apply_plan(session, current, fire.row, fire.plan, sent, now, last_status)
                 if not current.enabled:
-                    logger.info("bridge: schedule %r %s", row.name, current.note)
-        if held is None:
-            self.store.release(self.instance, [row.id])
+                    logger.info("bridge: schedule %r %s", fire.row.name, current.note)
+        if lost:
+            self.store.release(self.instance, lost)
 
     def _heartbeat(self, now: datetime) -> None:
         """Say this instance ticks, for ``bridge status``."""

@@ -6,6 +6,7 @@ the value given and what is expected, before anything is written.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
@@ -75,9 +76,15 @@ def check_timer(text: Any, zone: str, anchor: datetime) -> Timer:
     if not isinstance(text, str):
         raise ValidationError("timer", text, "a timer text")
     try:
-        return parse_timer(text, zone, anchor)
+        return _parsed(text, zone, anchor)
     except TimerSyntaxError as exc:
         raise ValidationError("timer", text, f"{exc.expected} ({exc.problem})") from None
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str, zone: str, anchor: datetime) -> Timer:
+    """Timers are immutable, and beat reads the same few texts for many rows at every fire."""
+    return parse_timer(text, zone, anchor)
 
 
 def check_task(task: Any, known: Collection[str] | None) -> str:

@@ -40,16 +40,27 @@ def upsert_insert(session: Session, table: type[Base]) -> postgresql.Insert | sq
 
 def insert_ignoring_duplicates(session: Session, row: dict[str, Any]) -> bool:
     """Insert a run record unless its id or occurrence key exists; True if inserted."""
-    statement = upsert_insert(session, TaskExecution).values(row).on_conflict_do_nothing()
-    # psycopg reports -1 for ON CONFLICT DO NOTHING unless asked to keep the count.
-    result = session.execute(statement.execution_options(preserve_rowcount=True))
-    return bool(getattr(result, "rowcount", 0))
+    return bool(insert_runs(session, [row]))
 
 
-def _held_row(schedule_id: int, instance: str, marked: datetime) -> Select[PeriodicTask]:
-    """The row, if the mark on it is still exactly the one ``instance`` wrote."""
-    return select(PeriodicTask).where(
-        PeriodicTask.id == schedule_id,
+def insert_runs(session: Session, runs: Sequence[dict[str, Any]]) -> set[str]:
+    """Insert run records unless their id or occurrence key exists; the ids inserted.
+
+    SQLAlchemy sends the rows as multi-row statements ("insertmanyvalues");
+    the ids come back from ``RETURNING``, which lists only the rows written.
+    """
+    if not runs:
+        return set()
+    statement = (
+        upsert_insert(session, TaskExecution).on_conflict_do_nothing().returning(TaskExecution.id)
+    )
+    return set(session.scalars(statement, list(runs)))
+
+
+def _held_rows(schedule_ids: Sequence[int], instance: str, marked: datetime) -> Select[Any]:
+    """The ids of the rows whose mark is still exactly the one ``instance`` wrote."""
+    return select(PeriodicTask.id).where(
+        PeriodicTask.id.in_(schedule_ids),
         PeriodicTask.worker == instance,
         PeriodicTask.marked == marked,
     )
@@ -61,10 +72,16 @@ class _LeaseLost(Exception):
 
 @dataclass(frozen=True)
 class Recorded:
-    """What recording a run found: whether this call inserted it, and its status now."""
+    """What recording a batch of runs found.
 
-    inserted: bool
-    status: RunStatus
+    ``inserted``: the runs this call wrote (the others existed already);
+    ``statuses``: the status now of each run of a row still held;
+    ``lost``: the rows whose mark was taken over, for which nothing was recorded.
+    """
+
+    inserted: set[str]
+    statuses: dict[str, RunStatus]
+    lost: set[int]
 
 
 #: Statuses of a run whose fate hangs on one worker's life. A run only
@@ -141,8 +158,13 @@ class Store:
 
     def open_runs(self, schedule_id: int) -> list[OpenRun]:
         """Runs of the schedule that have not reached a final status, oldest first."""
+        return self.open_runs_of([schedule_id]).get(schedule_id, [])
+
+    def open_runs_of(self, schedule_ids: Sequence[int]) -> dict[int, list[OpenRun]]:
+        """The open runs of each of these schedules, oldest first, in one query."""
         statement = (
             select(
+                TaskExecution.periodic_task_id,
                 TaskExecution.id,
                 TaskExecution.status,
                 TaskExecution.plan_time,
@@ -151,13 +173,25 @@ class Store:
                 TaskExecution.attempt,
             )
             .where(
-                TaskExecution.periodic_task_id == schedule_id,
+                TaskExecution.periodic_task_id.in_(schedule_ids),
                 TaskExecution.status.in_(NON_FINAL_STATUSES),
             )
             .order_by(TaskExecution.updated_at)
         )
+        found: dict[int, list[OpenRun]] = {}
         with self.database.session() as session:
-            return [OpenRun(*row) for row in session.execute(statement)]
+            for (
+                schedule_id,
+                run_id,
+                status,
+                plan_time,
+                updated_at,
+                trigger,
+                attempt,
+            ) in session.execute(statement):
+                run = OpenRun(run_id, status, plan_time, updated_at, trigger, attempt)
+                found.setdefault(schedule_id or 0, []).append(run)
+        return found
 
     def finish_runs(
         self, run_ids: Sequence[str], status: RunStatus, now: datetime, reason: str
@@ -182,42 +216,63 @@ class Store:
             if status is RunStatus.LOST:
                 settle_runs(session, finished, now)
 
-    def record_run(self, row: dict[str, Any], instance: str, marked: datetime) -> Recorded | None:
-        """Insert a run record (``PENDING``) while ``instance``'s mark holds; None if it is lost.
+    def record_runs(
+        self, runs: Sequence[dict[str, Any]], instance: str, marked: datetime
+    ) -> Recorded:
+        """Insert run records (``PENDING``) for the rows whose mark ``instance`` still holds.
 
-        The insert and the check of the mark are one transaction, and the
-        check locks the schedule row: another instance cannot take the row
-        over in between (its claim skips locked rows), and an instance whose
-        lease was taken over records nothing and learns it must not publish.
-        The run is written before the schedule row is locked, the order the
-        workers use (a run, then its schedule), so the two never deadlock.
-        The status returned says whether the run still needs publishing.
+        One transaction for a whole batch: the records are inserted, then the
+        schedule rows are locked and their marks checked, and the records of
+        rows whose lease was taken over are removed again, so an instance that
+        lost a lease records nothing through it and learns it must not
+        publish. The lock keeps another instance from taking a row over in
+        between (its claim skips locked rows). The runs are written before
+        the schedule rows are locked, the order the workers use (a run, then
+        its schedule), so the two never deadlock. The statuses returned say
+        which runs still need publishing.
         """
-        held = _held_row(row["periodic_task_id"], instance, marked).with_for_update()
-        try:
-            with self.database.session() as session:
-                inserted = insert_ignoring_duplicates(session, row)
-                if session.scalar(held) is None:
-                    raise _LeaseLost()  # rolls the insert back
-                status = session.scalars(
-                    select(TaskExecution.status).where(TaskExecution.id == row["id"])
-                ).one()
-                return Recorded(inserted, RunStatus(status))
-        except _LeaseLost:
-            return None
+        schedule_ids = sorted({run["periodic_task_id"] for run in runs})
+        run_ids = [run["id"] for run in runs]
+        with self.database.session() as session:
+            inserted = insert_runs(session, runs)
+            held = set(
+                session.scalars(
+                    _held_rows(schedule_ids, instance, marked)
+                    .order_by(PeriodicTask.id)
+                    .with_for_update()
+                )
+            )
+            lost = set(schedule_ids) - held
+            undone = [run["id"] for run in runs if run["periodic_task_id"] in lost]
+            if undone:
+                session.execute(
+                    delete(TaskExecution).where(TaskExecution.id.in_(inserted & set(undone)))
+                )
+            statuses = {
+                run_id: RunStatus(status)
+                for run_id, status in session.execute(
+                    select(TaskExecution.id, TaskExecution.status).where(
+                        TaskExecution.id.in_(run_ids),
+                        TaskExecution.periodic_task_id.in_(held),
+                    )
+                )
+            }
+        return Recorded(inserted - set(undone), statuses, lost)
 
-    def mark_sent(self, run_id: str, now: datetime) -> None:
+    def mark_sent(self, run_ids: Sequence[str], now: datetime) -> None:
         """``PENDING`` → ``SENT``; a worker that already reported progress keeps its status."""
+        if not run_ids:
+            return
         with self.database.session() as session:
             session.execute(
                 update(TaskExecution)
-                .where(TaskExecution.id == run_id, TaskExecution.status == RunStatus.PENDING)
+                .where(TaskExecution.id.in_(run_ids), TaskExecution.status == RunStatus.PENDING)
                 .values(status=RunStatus.SENT, queued_at=now, updated_at=now)
             )
             session.execute(
                 update(PeriodicTask)
                 .where(
-                    PeriodicTask.last_run_id == run_id,
+                    PeriodicTask.last_run_id.in_(run_ids),
                     PeriodicTask.last_status == RunStatus.PENDING,
                 )
                 .values(last_status=RunStatus.SENT)
@@ -233,9 +288,39 @@ class Store:
         The guard is the mark exactly as this instance wrote it (``worker`` and
         ``marked``), so a mark taken over by another instance fails it.
         """
+        with self.locked_rows([schedule_id], instance, marked) as (session, rows):
+            yield (session, rows[schedule_id]) if rows else None
+
+    @contextmanager
+    def locked_rows(
+        self, schedule_ids: Sequence[int], instance: str, marked: datetime
+    ) -> Iterator[tuple[Session, dict[int, PeriodicTask]]]:
+        """Those of the rows whose mark ``instance`` still holds, locked for update, by id.
+
+        Locked in id order, so two transactions locking overlapping sets
+        cannot deadlock on each other.
+        """
+        statement = (
+            select(PeriodicTask)
+            .where(
+                PeriodicTask.id.in_(schedule_ids),
+                PeriodicTask.worker == instance,
+                PeriodicTask.marked == marked,
+            )
+            .order_by(PeriodicTask.id)
+            .with_for_update()
+        )
         with self.database.session() as session:
-            row = session.scalar(_held_row(schedule_id, instance, marked).with_for_update())
-            yield None if row is None else (session, row)
+            yield session, {row.id: row for row in session.scalars(statement)}
+
+    def statuses(self, session: Session, run_ids: Sequence[str]) -> dict[str, str]:
+        """The current status of each of these runs, read without a lock."""
+        if not run_ids:
+            return {}
+        statement = select(TaskExecution.id, TaskExecution.status).where(
+            TaskExecution.id.in_(run_ids)
+        )
+        return dict(session.execute(statement).tuples().all())
 
     def renew(self, instance: str, schedule_ids: Sequence[int], now: datetime) -> set[int]:
         """Restart the leases ``instance`` still holds on these rows; the ids it holds.
@@ -256,7 +341,13 @@ class Store:
     def reread(self, schedule_id: int, instance: str, marked: datetime) -> PeriodicTask | None:
         """The row as it is now, while this instance's mark on it holds, else None."""
         with self.database.session() as session:
-            return session.scalar(_held_row(schedule_id, instance, marked))
+            return session.scalar(
+                select(PeriodicTask).where(
+                    PeriodicTask.id == schedule_id,
+                    PeriodicTask.worker == instance,
+                    PeriodicTask.marked == marked,
+                )
+            )
 
     def sweep_stale(self, now: datetime, stale_after: timedelta, reason: str) -> list[LostRun]:
         """Mark ``LOST`` every open run silent for longer than ``stale_after``.

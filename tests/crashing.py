@@ -61,7 +61,7 @@ class CrashingScheduler(DatabaseScheduler):  # type: ignore[misc]
         if point == "mark":
             store.claim_due = _then_die(store.claim_due)
         elif point == "record":
-            store.record_run = _then_die(store.record_run)
+            store.record_runs = _then_die(store.record_runs)
         elif point == "publish":
             store.mark_sent = _die_before(store.mark_sent)
         elif point == "sent":

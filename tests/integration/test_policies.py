@@ -462,10 +462,10 @@ def test_breaker_and_retries(pg_env: Env) -> None:
     assert [(r["status"], r["trigger"]) for r in broken_runs] == [("FAILURE", "scheduled")] * 3
 
     # Retries: one occurrence, attempts 1..N, each after its backoff; counted once.
+    # (On a slow machine the next occurrence, 20 s on, may have begun: it is left out.)
     for name, attempts, delays in (("retry-list", 3, [1, 2]), ("retry-exp", 4, [1, 2, 2])):
-        runs = history(env, name)
+        runs = [r for r in history(env, name) if r["plan_time"] == anchor]
         assert [r["attempt"] for r in runs] == list(range(1, attempts + 1)), runs
-        assert len({r["plan_time"] for r in runs}) == 1, runs
         assert [r["trigger"] for r in runs] == ["scheduled"] + ["retry"] * (attempts - 1)
         assert all(r["status"] == "FAILURE" for r in runs)
         for (previous, current), wait in zip(pairwise(runs), delays, strict=True):
@@ -475,7 +475,7 @@ def test_breaker_and_retries(pg_env: Env) -> None:
                 current,
             )
         info = show(env, name)
-        assert info["failure_streak"] == 1, (name, info)
+        assert info["failure_streak"] in (1, 2), (name, info)
         assert info["enabled"] is True and info["broken"] is False, (name, info)
 
     # resume clears the breaker.

@@ -1,0 +1,74 @@
+"""Waking beat when a schedule changes, instead of at its next look at the table.
+
+On PostgreSQL, migration 0005 makes every change that can make a schedule
+due sooner (a row added, edited, resumed, or woken by a worker) notify the
+channel :data:`CHANNEL`. Beat sleeps in :meth:`ChangeListener.wait` on a
+connection that listens to it, so such a change ends the sleep at once.
+SQLite has no notifications: there beat sleeps for the poll interval at most.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import psycopg
+from sqlalchemy.exc import DBAPIError
+
+from .database import Database
+
+logger = logging.getLogger("bridge.changes")
+
+#: The notification channel; the triggers of migration 0005 notify it.
+CHANNEL = "bridge_periodic_task"
+
+
+class ChangeListener:
+    """A dedicated connection listening for schedule changes, reopened when it breaks.
+
+    It is kept out of the connection pool: it stays in ``LISTEN`` for the
+    life of beat, and notifications queue on it between two waits, so a
+    change made while beat fires is not missed.
+    """
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self._connection: psycopg.Connection[tuple[object, ...]] | None = None
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep up to ``timeout`` seconds; True if a change ended the sleep.
+
+        Notifications that queued up meanwhile are consumed together. Without
+        a connection (the database is down) this sleeps the whole timeout.
+        """
+        try:
+            connection = self._connected()
+            woken = any(True for _ in connection.notifies(timeout=max(timeout, 0.0), stop_after=1))
+            if woken:
+                for _ in connection.notifies(timeout=0.0):
+                    pass
+            return woken
+        except (psycopg.Error, DBAPIError) as exc:  # DBAPIError: from the engine's connect
+            logger.debug("bridge: change listener lost its connection: %s", exc)
+            self.close()
+            time.sleep(max(timeout, 0.0))
+            return False
+
+    def close(self) -> None:
+        if self._connection is not None:
+            connection, self._connection = self._connection, None
+            try:
+                connection.close()
+            except psycopg.Error:
+                logger.debug("bridge: closing the change listener failed", exc_info=True)
+
+    def _connected(self) -> psycopg.Connection[tuple[object, ...]]:
+        if self._connection is None or self._connection.closed:
+            pooled = self.database.engine.raw_connection()
+            connection = pooled.driver_connection
+            pooled.detach()  # never returned to the pool: it stays in LISTEN
+            assert isinstance(connection, psycopg.Connection)
+            connection.autocommit = True
+            connection.execute(f"LISTEN {CHANNEL}")
+            self._connection = connection
+        return self._connection

@@ -1,0 +1,72 @@
+"""A change to a schedule wakes a sleeping beat at once on PostgreSQL.
+
+Beat runs with a poll interval of two minutes, so only the change
+notification (migration 0005's triggers, ``bridge.changes``) can explain a
+run that starts within seconds of the change. Each test waits far longer
+than the notification needs and far shorter than the poll.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from bridge import Bridge
+from tests.support import Env, rows, wait_for
+
+pytestmark = pytest.mark.e2e
+
+#: Long enough that a run seen before it can only come from a notification.
+POLL = "120"
+#: How long a notified change may take to fire, with room for a busy machine.
+PROMPT = 15
+
+
+def fired(env: Env, name: str) -> list[object]:
+    return rows(
+        env.database_url,
+        "SELECT r.id FROM task_execution r JOIN periodic_task p ON p.id = r.periodic_task_id"
+        " WHERE p.name = :name",
+        name=name,
+    )
+
+
+def soon() -> str:
+    return f"at {(datetime.now(UTC) + timedelta(seconds=1)).isoformat()}"
+
+
+@pytest.fixture
+def api(pg_env: Env) -> Bridge:
+    from workers.app import app
+
+    bridge = Bridge(app, database_url=pg_env.database_url)
+    yield bridge
+    bridge.database.dispose()
+
+
+@pytest.fixture
+def idle_beat(pg_env: Env, api: Bridge) -> Env:
+    """A beat asleep for the poll interval: one schedule, due in an hour."""
+    api.add("later", task="workers.app.quick", timer="every 1h")
+    beat = pg_env.start("beat", BRIDGE_POLL_INTERVAL=POLL)
+    beat.wait_log("bridge: beat instance")
+    return pg_env
+
+
+def test_a_schedule_added_while_beat_sleeps_fires_at_once(idle_beat: Env, api: Bridge) -> None:
+    api.add("new", task="workers.app.quick", timer=soon())
+    wait_for(lambda: fired(idle_beat, "new"), PROMPT, what="the new schedule to fire")
+
+
+def test_an_edit_that_makes_a_schedule_due_fires_at_once(idle_beat: Env, api: Bridge) -> None:
+    api.edit("later", timer=soon())
+    wait_for(lambda: fired(idle_beat, "later"), PROMPT, what="the edited schedule to fire")
+
+
+def test_a_resumed_schedule_fires_at_once(idle_beat: Env, api: Bridge) -> None:
+    api.add("paused", task="workers.app.quick", timer="every 1h", enabled=False)
+    api.edit("paused", timer=soon())
+    assert not fired(idle_beat, "paused")
+    api.resume("paused")
+    wait_for(lambda: fired(idle_beat, "paused"), PROMPT, what="the resumed schedule to fire")

@@ -20,6 +20,8 @@ from .policy import Policies
 from .timers import Timer, TimerSyntaxError, UnknownTimezone, load_zone, parse_timer
 
 NAME_MAX = 200
+#: The size of the ``task`` and ``timer`` columns.
+TEXT_MAX = 200
 
 
 def dumps(value: Any) -> str:
@@ -73,8 +75,8 @@ def check_timezone(zone: Any) -> str:
 
 
 def check_timer(text: Any, zone: str, anchor: datetime) -> Timer:
-    if not isinstance(text, str):
-        raise ValidationError("timer", text, "a timer text")
+    if not isinstance(text, str) or len(text) > TEXT_MAX:
+        raise ValidationError("timer", text, f"a timer text of at most {TEXT_MAX} characters")
     try:
         return _parsed(text, zone, anchor)
     except TimerSyntaxError as exc:
@@ -89,8 +91,8 @@ def _parsed(text: str, zone: str, anchor: datetime) -> Timer:
 
 def check_task(task: Any, known: Collection[str] | None) -> str:
     """``known`` is the app's registered task names, or None to accept any name."""
-    if not isinstance(task, str) or not task.strip():
-        raise ValidationError("task", task, "a Celery task name")
+    if not isinstance(task, str) or not task.strip() or len(task) > TEXT_MAX:
+        raise ValidationError("task", task, f"a Celery task name of at most {TEXT_MAX} characters")
     if known is not None and task not in known:
         raise ValidationError(
             "task",

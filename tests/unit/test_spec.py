@@ -144,6 +144,8 @@ def test_build_definition_accepts_any_task_without_a_known_list() -> None:
         ({"task": "no.such.task"}, "task", "no.such.task"),
         ({"task": "  "}, "task", "  "),
         ({"task": None}, "task", None),
+        ({"task": "t" * 201}, "task", "t" * 201),
+        ({"timer": "every 1h" + " " * 200}, "timer", "every 1h" + " " * 200),
         ({"args": "not json"}, "args", "not json"),
         ({"args": {"a": 1}}, "args", {"a": 1}),
         ({"kwargs": [1]}, "kwargs", [1]),

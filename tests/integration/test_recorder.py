@@ -1,10 +1,12 @@
-"""Execution records written by a real worker: retries, revocation, routing, opt-in."""
+"""Execution records written by a real worker: retries, revocation, routing, opt-in, bursts."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 import redis
@@ -153,3 +155,76 @@ def test_bridge_task_runs_a_run_delivered_three_times_once(pg_env: Env) -> None:
     assert run["status"] == "SUCCESS"
     assert run["result"] == "ran once"
     assert isinstance(run["runtime"], float) and run["runtime"] >= 3
+
+
+def test_a_burst_of_runs_on_a_threads_worker_is_recorded_in_full(pg_env: Env) -> None:
+    """Runs that end together are written together: every record and schedule still complete."""
+    env = pg_env
+    for name, task in (("burst-a", "quick"), ("burst-b", "quick"), ("burst-fail", "fail")):
+        env.cli("add", name, "--task", f"workers.app.{task}", "--timer", "every 1s")
+    worker = env.start("worker", "--pool", "threads", "-c", "8")
+    worker.wait_log("ready", timeout=60)
+    end = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=1)
+    sent = 0
+    for name, seconds in (("burst-a", 100), ("burst-b", 100), ("burst-fail", 20)):
+        start = (end - timedelta(seconds=seconds)).isoformat()
+        done = env.cli("backfill", name, "--from", start, "--to", end.isoformat()).stdout
+        sent += int(done.split(": ", 1)[1].split()[0])  # "backfilled x: 99 runs sent, ..."
+    last = env.cli("run", "burst-a").stdout.split()[-1]  # named the schedule's last run
+
+    def records() -> list[Any]:
+        return rows(
+            env.database_url,
+            "SELECT p.name, e.id, e.status, e.queued_at, e.started_at, e.finished_at,"
+            " e.runtime, e.worker, e.result, e.error, e.traceback FROM task_execution e"
+            " JOIN periodic_task p ON p.id = e.periodic_task_id",
+        )
+
+    def ended() -> bool:
+        found = records()
+        return len(found) == sent + 1 and all(r.status in ("SUCCESS", "FAILURE") for r in found)
+
+    wait_for(ended, 90, what="every run of the burst to end")
+    for run in records():
+        assert run.queued_at and run.started_at <= run.finished_at, run
+        assert run.runtime is not None and run.worker.startswith("worker-0@"), run
+        if run.name == "burst-fail":
+            assert run.status == "FAILURE", run
+            assert run.error == "RuntimeError: this task always fails", run
+            assert "RuntimeError" in run.traceback, run
+        else:
+            assert (run.status, run.result, run.error) == ("SUCCESS", "3", None), run
+    shown = rows(
+        env.database_url,
+        "SELECT last_run_id, last_status FROM periodic_task WHERE name = 'burst-a'",
+    )
+    assert [tuple(r) for r in shown] == [(last, "SUCCESS")]
+    assert "bridge: recording" not in worker.log
+    assert "bridge: could not record" not in worker.log
+
+
+def test_bridge_task_copies_delivered_together_run_once(pg_env: Env) -> None:
+    """Copies of one run started at the same moment on one worker: one compare-and-set wins."""
+    env = pg_env
+    journal = env.workdir / "journal.txt"
+    kwargs = {"path": str(journal), "seconds": 1}
+    schedule = ["--task", "workers.app.once", "--timer", "@yearly", "--kwargs", json.dumps(kwargs)]
+    env.cli("add", "together", *schedule)
+    worker = env.start("worker", "--pool", "threads", "-c", "4")
+    worker.wait_log("ready", timeout=60)
+    send(
+        env,
+        "from bridge import Bridge, dispatch\n"
+        "from bridge.models import Trigger\n"
+        "bridge = Bridge(app)\n"
+        "run, schedule = bridge.run('together'), bridge.get('together')\n"
+        f"payload = dispatch.Payload('workers.app.once', [], {kwargs!r}, {{}})\n"
+        "for _ in range(3):\n"
+        "    dispatch.publish(app, payload, run_id=run.id, schedule_id=schedule.id,"
+        " schedule_name='together', plan_time=run.plan_time, trigger=Trigger.MANUAL)\n",
+    )
+    [run] = history(env, "together")
+    dropped = f"duplicate delivery of run {run['id']} of workers.app.once dropped"
+    wait_for(lambda: worker.log.count(dropped) == 3, 30, what="three copies dropped")
+    wait_for(lambda: history(env, "together")[0]["status"] == "SUCCESS", 30, what="the run")
+    assert journal.read_text() == "ran\n"

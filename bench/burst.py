@@ -74,6 +74,8 @@ class Options:
     #: instant; None: :func:`auto_lead`.
     lead: float | None
     interval: float
+    #: The log level of every beat.
+    loglevel: str
     workdir: Path
 
     def lead_for(self, size: int) -> float:
@@ -82,7 +84,7 @@ class Options:
 
 def auto_lead(size: int) -> float:
     """Room for seeding ``size`` schedules and starting beat before the due instant."""
-    return 6.0 + size / 1000
+    return 6.0 + size / 1500
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,13 +119,19 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="seconds from the start of set-up (beat, seeding) to the due instant"
-        " (6 + 1 per 1,000 schedules)",
+        " (6 + 1 per 1,500 schedules)",
     )
     parser.add_argument(
         "--interval",
         type=float,
         default=DEFAULT_INTERVAL,
         help=f"seconds between two polls of the broker probe ({DEFAULT_INTERVAL:g})",
+    )
+    parser.add_argument(
+        "--loglevel",
+        choices=["debug", "info", "warning"],
+        default="info",
+        help="log level of the beats (info: one line per message, as in production)",
     )
 
 
@@ -139,6 +147,7 @@ def common_options(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         limit=args.limit,
         lead=args.lead,
         interval=args.interval,
+        loglevel=args.loglevel,
         workdir=Path(tempfile.mkdtemp(prefix="bridge-burst-")),
     )
 
@@ -447,7 +456,7 @@ def bridge_burst(size: int, beats: int, options: Options, profile: bool = False)
                     "-S",
                     "bridge",
                     "-l",
-                    "info",
+                    options.loglevel,
                 ],
                 options.workdir,
                 env,

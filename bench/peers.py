@@ -139,7 +139,7 @@ def peer_burst(peer: Peer, size: int, python: Path, options: Options) -> Result:
             peer.module,
             "beat",
             "-l",
-            "info",
+            options.loglevel,
             "-s",
             str(options.workdir / f"{tag}-schedule"),
         ]

@@ -29,7 +29,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -62,6 +61,8 @@ class Figures:
     #: Seconds after the due instant of the first and of the last arrival.
     first: float
     last: float
+    #: How many messages the first poll found.
+    first_count: int
     #: Lateness (arrival - due instant) of the median and the 99th-percentile
     #: message of the whole burst; None when that message never arrived.
     p50: float | None
@@ -82,14 +83,21 @@ class Figures:
         return self.last - self.first
 
     @property
-    def rate(self) -> float:
-        """Messages per second from the first arrival to the last."""
-        return self.received / self.span if self.span > 0 else math.inf
+    def rate(self) -> float | None:
+        """Messages per second from the first arrival to the last; None if they coincide.
+
+        The messages of the first poll are not counted: they arrived before
+        the span starts. A publisher that sends in batches would otherwise
+        be credited with its whole first batch in no time.
+        """
+        if self.span <= 0:
+            return None
+        return (self.received - self.first_count) / self.span
 
     @property
-    def rate_from_due(self) -> float:
+    def rate_from_due(self) -> float | None:
         """Messages per second from the due instant to the last arrival."""
-        return self.received / self.last if self.last > 0 else math.inf
+        return self.received / self.last if self.last > 0 else None
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,7 @@ class Arrivals:
             unique=self.unique,
             first=late[0][0],
             last=late[-1][0],
+            first_count=late[0][1],
             p50=weighted_percentile(late, 0.5, self.expected),
             p99=weighted_percentile(late, 0.99, self.expected),
         )
@@ -182,7 +191,7 @@ def poll(redis_url: str, queue: str, expected: int, deadline: float, interval: f
     polls: list[tuple[float, int]] = []
     bodies: list[bytes] = []
     received = 0
-    cpu_before = cpu_seconds()
+    cpu_before = time.process_time()
     while received < expected and not Stop.requested:
         started = time.time()
         if started >= deadline:
@@ -195,7 +204,7 @@ def poll(redis_url: str, queue: str, expected: int, deadline: float, interval: f
             if len(batch) == BATCH:
                 continue
         time.sleep(max(0.0, started + interval - time.time()))
-    cpu = cpu_seconds() - cpu_before
+    cpu = time.process_time() - cpu_before
     return Arrivals(
         polls=polls,
         unique=len({task_id(body) for body in bodies}),
@@ -203,11 +212,6 @@ def poll(redis_url: str, queue: str, expected: int, deadline: float, interval: f
         interval=interval,
         cpu=cpu,
     )
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def task_id(body: bytes) -> str:
@@ -323,6 +327,11 @@ def instant(text: str) -> float:
     return parsed.timestamp()
 
 
+def rate(value: float | None) -> str:
+    """Messages per second, or ``-`` when there is no time span to divide by."""
+    return "-" if value is None else f"{value:,.0f}"
+
+
 def lateness(value: float | None, limit: float) -> str:
     """A lateness in seconds, or how late it is at least when the message never arrived."""
     return f">{limit:g}" if value is None else f"{value:.3f}"
@@ -337,7 +346,7 @@ def describe(figures: Figures | None, arrivals: Arrivals, limit: float) -> str:
         [
             f"received {figures.received}{missing}, {duplicates} duplicate task ids",
             f"first {figures.first:+.3f}s last {figures.last:+.3f}s after the due instant",
-            f"rate {figures.rate:.0f}/s first to last, {figures.rate_from_due:.0f}/s from due",
+            f"rate {rate(figures.rate)}/s first to last, {rate(figures.rate_from_due)}/s from due",
             f"lateness (s) p50 {lateness(figures.p50, limit)} p99 {lateness(figures.p99, limit)}"
             f" max {lateness(figures.max, limit)}",
             f"probe: {len(arrivals.polls)} polls with messages, every {arrivals.interval * 1e3:g}"

@@ -47,7 +47,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from bench.broker_probe import DEFAULT_INTERVAL, Figures, Probe, lateness
+from bench.broker_probe import DEFAULT_INTERVAL, Figures, Probe, lateness, rate
 from bench.burst_app import READY, TASK
 from bench.chaos import Process, SetupError, check_redis, first_line, patiently, purge_queue
 
@@ -170,9 +170,9 @@ class Result:
     note: str | None = None
 
     def ratio(self, raw: Result) -> float | None:
-        if self.figures is None or raw.figures is None:
-            return None
-        return self.figures.rate / raw.figures.rate
+        mine = None if self.figures is None else self.figures.rate
+        ceiling = None if raw.figures is None else raw.figures.rate
+        return None if mine is None or not ceiling else mine / ceiling
 
     def problems(self, limit: float) -> list[str]:
         """What the table cannot say: an unfinished burst, duplicates, a note."""
@@ -205,6 +205,14 @@ COLUMNS = (
 )
 
 
+def table_row(cells: Sequence[str]) -> str:
+    """Cells padded to their columns' widths: the first to the left, the others to the right."""
+    return "".join(
+        f"{cell:>{width}}" if i else f"{cell:<{width}}"
+        for i, (cell, (_, width)) in enumerate(zip(cells, COLUMNS, strict=True))
+    )
+
+
 def print_table(size: int, results: Sequence[Result], limit: float) -> None:
     """The results of one size side by side, the raw loop first, then what went wrong."""
     raw = results[0]
@@ -212,12 +220,7 @@ def print_table(size: int, results: Sequence[Result], limit: float) -> None:
         f"\nburst of {size:,}, seen at the broker; lateness = arrival - due instant;"
         " CPU = the publisher's, from the due instant to its last message"
     )
-    print(
-        "".join(
-            f"{name:>{width}}" if i else f"{name:<{width}}"
-            for i, (name, width) in enumerate(COLUMNS)
-        )
-    )
+    print(table_row([name for name, _ in COLUMNS]))
     for result in results:
         figures, ratio = result.figures, result.ratio(raw)
         cells = [
@@ -226,9 +229,9 @@ def print_table(size: int, results: Sequence[Result], limit: float) -> None:
                 ["-"] * 8
                 if figures is None
                 else [
-                    f"{figures.rate:,.0f}",
+                    rate(figures.rate),
                     "-" if ratio is None else f"{ratio:.2f}",
-                    f"{figures.rate_from_due:,.0f}",
+                    rate(figures.rate_from_due),
                     f"{figures.first:.3f}",
                     lateness(figures.p50, limit),
                     lateness(figures.p99, limit),
@@ -238,12 +241,7 @@ def print_table(size: int, results: Sequence[Result], limit: float) -> None:
             ),
             "-" if result.cpu is None else f"{result.cpu:.2f}",
         ]
-        print(
-            "".join(
-                f"{cell:>{width}}" if i else f"{cell:<{width}}"
-                for i, (cell, (_, width)) in enumerate(zip(cells, COLUMNS, strict=True))
-            )
-        )
+        print(table_row(cells))
     setups = [f"{r.label} {r.setup:.1f}s" for r in results if r.setup is not None]
     if setups:
         print("  seeding and starting beat: " + ", ".join(setups))

@@ -24,7 +24,6 @@ import argparse
 import json
 import logging
 import os
-import resource
 import sys
 import time
 from collections.abc import Sequence
@@ -91,15 +90,10 @@ def send_raw(count: int, due: float) -> dict[str, float]:
     Returns the wall and CPU seconds of the loop, as the loop itself sees them.
     """
     time.sleep(max(0.0, due - time.time()))
-    started, before = time.perf_counter(), cpu_seconds()
+    started, before = time.perf_counter(), time.process_time()
     for _ in range(count):
         app.send_task(TASK)
-    return {"seconds": time.perf_counter() - started, "cpu": cpu_seconds() - before}
-
-
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return {"seconds": time.perf_counter() - started, "cpu": time.process_time() - before}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

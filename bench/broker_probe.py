@@ -10,10 +10,9 @@ a full batch is followed at once by the next one. Message bodies are not
 looked at until the burst is over, and then only to count distinct task ids
 (a publisher that sent one twice would show as a duplicate).
 
-Popping keeps Redis small during a 100,000-message burst and costs one round
-trip per interval whatever the rate, so the probe's load on the machine does
-not grow with the publisher's speed: on 2 cores it uses a few per cent of one
-(``bench/README.md`` has the figures).
+Popping keeps Redis small during a 100,000-message burst, and its cost is
+mostly one round trip per interval, whatever the publisher's speed: about a
+tenth of one core while a burst lasts (``bench/README.md`` has the figures).
 
     .venv/bin/python -m bench.broker_probe --queue Q --expect 1000 \\
         --due 2026-11-21T10:00:00+00:00 --limit 120
@@ -40,6 +39,8 @@ from datetime import datetime
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Self, cast
+
+import redis
 
 REPO = Path(__file__).resolve().parent.parent
 #: Seconds between two polls of the queue.
@@ -183,8 +184,6 @@ class Stop:
 
 def poll(redis_url: str, queue: str, expected: int, deadline: float, interval: float) -> Arrivals:
     """Empty ``queue`` every ``interval`` seconds until ``expected`` messages or ``deadline``."""
-    import redis
-
     client = redis.Redis.from_url(redis_url)
     client.ping()
     print(READY, flush=True)

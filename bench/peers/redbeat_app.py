@@ -16,7 +16,6 @@ on a fresh entry would compute it from the time of seeding instead.
 from __future__ import annotations
 
 import json
-import os
 
 import burst_entries
 from celery import Celery
@@ -27,11 +26,11 @@ from redbeat.schedulers import RedBeatSchedulerEntry, get_redis
 from bench.burst_app import TASK, shared_settings
 
 app = Celery("peers-redbeat")
+app.conf.update(shared_settings())
 app.conf.update(
-    shared_settings(),
     beat_scheduler="redbeat.RedBeatScheduler",
     redbeat_redis_url=app.conf.broker_url,
-    redbeat_key_prefix=f"{os.environ.get('BURST_QUEUE', 'bridge-burst')}:redbeat:",
+    redbeat_key_prefix=f"{app.conf.task_default_queue}:redbeat:",
 )
 
 

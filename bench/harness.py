@@ -155,15 +155,13 @@ def migrate(url: str) -> None:
 
 
 def settle(url: str) -> None:
-    """Let PostgreSQL digest a bulk import before beat is measured on it.
+    """Let a PostgreSQL database digest a bulk import before beat is measured on it.
 
     ``VACUUM ANALYZE`` does now what autovacuum would do within a minute or
     two of the import (and would do during the measurement otherwise), and
     ``CHECKPOINT`` writes the imported pages out, so the windows that follow
     time beat, not the database catching up. SQLite has no such background work.
     """
-    if make_url(url).get_backend_name() != "postgresql":
-        return
     engine = create_engine(url, isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as connection:

@@ -105,16 +105,16 @@ class Changes:
     def prepare(self) -> None:
         """An idle schedule, the schedules to edit, and the paused ones to resume.
 
-        The schedules to resume get their occurrence a second from now and
-        are paused at once (beat is not running yet); by the time they are
-        resumed, that occurrence has passed.
+        Each schedule to resume gets its occurrence a second after it is
+        added and is paused at once (beat is not running yet); by the time it
+        is resumed, that occurrence has passed.
         """
         hour_later = datetime.now(UTC) + timedelta(hours=1)
         self.bridge.add("idle", task=TASK, timer="every 1h", anchor=hour_later)
         for i in range(self.count):
             self.bridge.add(f"edit-{i}", task=TASK, timer="every 1h", anchor=hour_later)
-        soon = datetime.now(UTC) + timedelta(seconds=1)
         for i in range(self.count):
+            soon = datetime.now(UTC) + timedelta(seconds=1)
             self.bridge.add(f"resume-{i}", task=TASK, timer="every 1h", anchor=soon)
             self.bridge.pause(f"resume-{i}", note="bench: to resume")
 

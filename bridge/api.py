@@ -595,7 +595,7 @@ class Bridge:
             reason = f"could not send: {type(exc).__name__}: {exc}".splitlines()[0]
             store.finish_runs([run_id], RunStatus.FAILURE, utcnow(), reason)
             raise SendFailed(schedule.name, reason, command) from exc
-        store.mark_sent([run_id], utcnow())
+        store.mark_sent([(schedule.id, run_id)], utcnow())
 
     def _default_timezone(self) -> str:
         return (self.app.conf.timezone if self.app is not None else None) or "UTC"

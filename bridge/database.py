@@ -88,8 +88,10 @@ def error_reason(exc: DBAPIError) -> str:
 class Database:
     """The engine and session factory for one database URL, rebuilt after a fork."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, pre_ping: bool = True) -> None:
         self.url = url
+        #: Test each pooled connection before use (one round trip per transaction).
+        self.pre_ping = pre_ping
         self._lock = threading.Lock()
         self._pid = -1
         self._engine: Engine | None = None
@@ -119,7 +121,11 @@ class Database:
             return engine
         connect_args = {"connect_timeout": 5} if "postgresql" in self.url.split(":", 1)[0] else {}
         return create_engine(
-            self.url, pool_pre_ping=True, pool_size=5, max_overflow=5, connect_args=connect_args
+            self.url,
+            pool_pre_ping=self.pre_ping,
+            pool_size=5,
+            max_overflow=5,
+            connect_args=connect_args,
         )
 
     @contextmanager

@@ -14,6 +14,7 @@ Everything here is pure: values in, values or a
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -181,23 +182,7 @@ class Policies:
         ``remaining`` is a countdown beat moves: the 0 it stores once the runs
         are spent is read as it is, although a user may not set it.
         """
-        spent = row.remaining == 0
-        policies = cls.build(
-            {
-                "overlap": row.overlap,
-                "catchup": row.catchup,
-                "catchup_window": _clear_if_none(row.catchup_window),
-                "jitter": row.jitter,
-                "start": _clear_if_none(row.start_at),
-                "end": _clear_if_none(row.end_at),
-                "remaining": "none" if spent else _clear_if_none(row.remaining),
-                "max_failures": _clear_if_none(row.max_failures),
-                "max_attempts": row.max_attempts,
-                "backoff": _clear_if_none(row.backoff),
-                "expires": row.expires,
-            }
-        )
-        return replace(policies, remaining=0) if spent else policies
+        return _from_columns(tuple(getattr(row, column) for column in _COLUMNS))
 
     def columns(self) -> dict[str, Any]:
         """The ``periodic_task`` column values of these policies."""
@@ -400,3 +385,43 @@ _CHECKS: dict[str, Any] = {
     "backoff": _backoff,
     "expires": _expires,
 }
+
+
+#: The ``periodic_task`` columns the policies are read from, in :func:`_from_columns` order.
+_COLUMNS = (
+    "overlap",
+    "catchup",
+    "catchup_window",
+    "jitter",
+    "start_at",
+    "end_at",
+    "remaining",
+    "max_failures",
+    "max_attempts",
+    "backoff",
+    "expires",
+)
+
+
+@functools.lru_cache(maxsize=1024)
+def _from_columns(values: tuple[Any, ...]) -> Policies:
+    """Policies are immutable and beat reads them for every row it fires: most rows share them."""
+    (overlap, catchup, window, jitter, start, end, remaining, max_failures, attempts, backoff,
+     expires) = values  # fmt: skip
+    spent = remaining == 0
+    policies = Policies.build(
+        {
+            "overlap": overlap,
+            "catchup": catchup,
+            "catchup_window": _clear_if_none(window),
+            "jitter": jitter,
+            "start": _clear_if_none(start),
+            "end": _clear_if_none(end),
+            "remaining": "none" if spent else _clear_if_none(remaining),
+            "max_failures": _clear_if_none(max_failures),
+            "max_attempts": attempts,
+            "backoff": _clear_if_none(backoff),
+            "expires": expires,
+        }
+    )
+    return replace(policies, remaining=0) if spent else policies

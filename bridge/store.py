@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, delete, func, or_, select, update
+from sqlalchemy import ARRAY, Integer, Select, cast, delete, func, or_, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -161,36 +161,47 @@ class Store:
         return self.open_runs_of([schedule_id]).get(schedule_id, [])
 
     def open_runs_of(self, schedule_ids: Sequence[int]) -> dict[int, list[OpenRun]]:
-        """The open runs of each of these schedules, oldest first, in one query."""
-        statement = (
-            select(
-                TaskExecution.periodic_task_id,
-                TaskExecution.id,
-                TaskExecution.status,
-                TaskExecution.plan_time,
-                TaskExecution.updated_at,
-                TaskExecution.trigger,
-                TaskExecution.attempt,
-            )
-            .where(
-                TaskExecution.periodic_task_id.in_(schedule_ids),
-                TaskExecution.status.in_(NON_FINAL_STATUSES),
-            )
-            .order_by(TaskExecution.updated_at)
+        """The open runs of each of these schedules, oldest first, in one query.
+
+        On PostgreSQL the query looks each schedule up on its own in
+        ``ix_task_execution_schedule_status``: asked as one ``IN`` list, the
+        planner may read every open run of every schedule through the status
+        index instead, which it believes selective until the table is next
+        analysed. During a burst every fired row adds an open run, and that
+        read grew with each batch. The ``OFFSET 0`` keeps the per-schedule
+        lookup from being flattened into a join the planner could reorder.
+        """
+        open_status = TaskExecution.status.in_(NON_FINAL_STATUSES)
+        columns = (
+            TaskExecution.id,
+            TaskExecution.status,
+            TaskExecution.plan_time,
+            TaskExecution.updated_at,
+            TaskExecution.trigger,
+            TaskExecution.attempt,
         )
-        found: dict[int, list[OpenRun]] = {}
         with self.database.session() as session:
-            for (
-                schedule_id,
-                run_id,
-                status,
-                plan_time,
-                updated_at,
-                trigger,
-                attempt,
-            ) in session.execute(statement):
-                run = OpenRun(run_id, status, plan_time, updated_at, trigger, attempt)
-                found.setdefault(schedule_id or 0, []).append(run)
+            if session.get_bind().dialect.name == "postgresql":
+                ids = cast(list(schedule_ids), ARRAY(Integer))
+                wanted = func.unnest(ids).table_valued("id").render_derived(name="wanted")
+                runs = (
+                    select(*columns)
+                    .where(TaskExecution.periodic_task_id == wanted.c.id, open_status)
+                    .offset(0)
+                    .lateral()
+                )
+                statement = (
+                    select(wanted.c.id, *runs.c).join(runs, true()).order_by(runs.c.updated_at)
+                )
+            else:
+                statement = (
+                    select(TaskExecution.periodic_task_id, *columns)
+                    .where(TaskExecution.periodic_task_id.in_(schedule_ids), open_status)
+                    .order_by(TaskExecution.updated_at)
+                )
+            found: dict[int, list[OpenRun]] = {}
+            for schedule_id, *run in session.execute(statement):
+                found.setdefault(schedule_id, []).append(OpenRun(*run))
         return found
 
     def finish_runs(
@@ -259,10 +270,17 @@ class Store:
             }
         return Recorded(inserted - set(undone), statuses, lost)
 
-    def mark_sent(self, run_ids: Sequence[str], now: datetime) -> None:
-        """``PENDING`` → ``SENT``; a worker that already reported progress keeps its status."""
-        if not run_ids:
+    def mark_sent(self, runs: Sequence[tuple[int, str]], now: datetime) -> None:
+        """``PENDING`` → ``SENT`` for these (schedule id, run id) pairs.
+
+        A worker that already reported progress keeps its status. A schedule
+        that already names the run as its last shows it sent too; it is found
+        by its id (``last_run_id`` has no index).
+        """
+        if not runs:
             return
+        schedule_ids = sorted({schedule_id for schedule_id, _ in runs})
+        run_ids = [run_id for _, run_id in runs]
         with self.database.session() as session:
             session.execute(
                 update(TaskExecution)
@@ -272,6 +290,7 @@ class Store:
             session.execute(
                 update(PeriodicTask)
                 .where(
+                    PeriodicTask.id.in_(schedule_ids),
                     PeriodicTask.last_run_id.in_(run_ids),
                     PeriodicTask.last_status == RunStatus.PENDING,
                 )

@@ -313,7 +313,10 @@ def test_catchup_latest_all_none_and_window_after_beat_downtime(pg_env: Env) -> 
     assert first["plan_time"] >= stopped, first  # not the first missed one: the latest
     assert first["queued_at"] - first["plan_time"] < step + CLOCK, first
     assert [r["trigger"] for r in latest[1:]] == ["scheduled"] * (len(latest) - 1), latest
-    assert all(b["plan_time"] - a["plan_time"] == step for a, b in pairwise(latest)), latest
+    # The next occurrence may fall due while the catch-up run is still open
+    # (beat restarted just before it): overlap skip then skips it, and only it.
+    gaps = [b["plan_time"] - a["plan_time"] for a, b in pairwise(latest)]
+    assert gaps[0] in (step, 2 * step) and all(gap == step for gap in gaps[1:]), latest
     missed = steps_between(before["cu-latest"], first["plan_time"], step) - 1
     assert missed >= 2
     assert show(env, "cu-latest")["missed_count"] - missed_before["cu-latest"] == missed

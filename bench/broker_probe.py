@@ -1,4 +1,10 @@
-"""When each message of a burst arrives at the Redis broker, seen from outside the publisher.
+"""Reading the Redis broker: when each message arrives there, seen from outside the publisher.
+
+Every bench that times messages reads them here, in one of two ways.
+:class:`MessageProbe` (``bench/lone.py``, ``scale.py``, ``pickup.py``) is a
+thread that pops beat's messages one at a time and reads the bridge's
+headers; the rest of this docstring is about :class:`Probe`, the process
+that times a whole burst.
 
 A scheduler's own logs say when it meant to send; the broker says when the
 message was there for a worker to take. The probe is a separate process that
@@ -25,6 +31,7 @@ arrivals to a JSON file and reads them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -32,8 +39,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -42,7 +51,8 @@ from typing import Any, Self, cast
 
 import redis
 
-REPO = Path(__file__).resolve().parent.parent
+from bench import REPO, SetupError
+
 #: Seconds between two polls of the queue.
 DEFAULT_INTERVAL = 0.002
 #: The most messages one poll takes; a full batch is followed by another poll at once.
@@ -166,7 +176,121 @@ def weighted_percentile(
     return None
 
 
-# -- the probe process ----------------------------------------------------------------
+# -- the broker -----------------------------------------------------------------------
+
+
+def check_redis(url: str) -> None:
+    """SetupError unless the Redis at ``url`` answers."""
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=3).ping()
+    except redis.RedisError as exc:
+        raise SetupError(f"Redis at {url}: {exc}") from exc
+
+
+def purge_queue(url: str, queue: str) -> None:
+    """Delete what the run's queue left in Redis: the queue and kombu's bindings to it."""
+    with contextlib.suppress(redis.RedisError):
+        client = redis.Redis.from_url(url, socket_connect_timeout=3)
+        patterns = (f"{queue}*", f"_kombu.binding*.{queue}")
+        keys = [key for pattern in patterns for key in client.scan_iter(match=pattern)]
+        if keys:
+            client.delete(*keys)
+        client.close()
+
+
+def new_queue(label: str) -> str:
+    """A queue name of the run's own."""
+    return f"bridge-{label}-{uuid.uuid4().hex[:8]}"
+
+
+# -- one message at a time ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Message:
+    """One of beat's messages, popped off the queue."""
+
+    #: When it was popped: wall clock (``time.time()``) and ``time.monotonic()``.
+    wall: float
+    at: float
+    schedule: str
+    plan_time: datetime
+    trigger: str
+
+    @property
+    def lateness(self) -> float:
+        """Seconds from the run's plan time to its arrival at the broker."""
+        return self.wall - self.plan_time.timestamp()
+
+
+class MessageProbe:
+    """Pops beat's messages off the run's Redis queue as they arrive.
+
+    A thread blocks in ``BRPOP`` on the queue, so a message is taken the
+    moment beat pushes it; its arrival time is read right then. The bridge's
+    headers say which schedule and occurrence it is.
+    """
+
+    def __init__(self, redis_url: str, queue: str) -> None:
+        self.redis_url = redis_url
+        self.queue = queue
+        self.client = redis.Redis.from_url(redis_url, socket_connect_timeout=3)
+        self.arrivals: list[Message] = []
+        self._arrived = threading.Condition()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._pop, daemon=True)
+
+    def _pop(self) -> None:
+        while not self._stopping.is_set():
+            popped = self.client.brpop([self.queue], timeout=1)
+            if popped is None:
+                continue
+            wall, at = time.time(), time.monotonic()
+            headers = json.loads(popped[1])["headers"]
+            arrival = Message(
+                wall=wall,
+                at=at,
+                schedule=str(headers["bridge_schedule"]),
+                plan_time=datetime.fromisoformat(headers["bridge_plan_time"]),
+                trigger=str(headers["bridge_trigger"]),
+            )
+            with self._arrived:
+                self.arrivals.append(arrival)
+                self._arrived.notify_all()
+
+    def wait_for(self, wanted: Callable[[Message], bool], timeout: float) -> Message | None:
+        """The first arrival ``wanted`` accepts, waiting up to ``timeout``; None if none came."""
+        deadline = time.monotonic() + timeout
+        with self._arrived:
+            while True:
+                found = next((a for a in self.arrivals if wanted(a)), None)
+                left = deadline - time.monotonic()
+                if found is not None or left <= 0:
+                    return found
+                self._arrived.wait(left)
+
+    def since(self, moment: float) -> list[Message]:
+        """The arrivals popped after ``moment`` (monotonic)."""
+        with self._arrived:
+            return [a for a in self.arrivals if a.at >= moment]
+
+    def __enter__(self) -> MessageProbe:
+        try:
+            self.client.ping()
+        except redis.RedisError as exc:
+            raise SetupError(f"Redis at {self.redis_url}: {exc}") from exc
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """Stop popping and delete the run's keys (its queue and kombu's bindings)."""
+        self._stopping.set()
+        self._thread.join(5.0)
+        self.client.close()
+        purge_queue(self.redis_url, self.queue)
+
+
+# -- the burst probe process ----------------------------------------------------------------
 
 
 class Stop:

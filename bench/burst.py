@@ -3,7 +3,7 @@
 For each size N (1,000 and 10,000 by default), in one run:
 
 1. **Raw ceiling.** One process waits for a due instant, then publishes N
-   messages with a plain ``app.send_task`` loop (``bench/burst_app.py``).
+   messages with a plain ``app.send_task`` loop (``bench/beat_app.py``).
 2. **Bridge.** A fresh PostgreSQL database ``bridge_burst_<random>``, migrated
    with ``celery bridge migrate``; ``--beats`` (1) ``celery beat -S bridge``
    processes started on it; then N schedules ``every 1h`` anchored on a due
@@ -29,30 +29,41 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pstats
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from bench.beat_app import READY, TASK
+from bench.broker_probe import (
+    DEFAULT_INTERVAL,
+    Figures,
+    Probe,
+    check_redis,
+    lateness,
+    purge_queue,
+    rate,
+)
+from bench.harness import (
+    CELERY,
+    Process,
+    add_service_options,
+    cpu_seconds,
+    exit_status,
+    postgres_database,
+    process_env,
+    run_checked,
+    start_all,
+    stop_all,
+    write_jsonl,
+)
 
-from bench.broker_probe import DEFAULT_INTERVAL, Figures, Probe, lateness, rate
-from bench.burst_app import READY, TASK
-from bench.chaos import Process, SetupError, check_redis, first_line, patiently, purge_queue
-
-REPO = Path(__file__).resolve().parent.parent
-APP = "bench.burst_app"
 #: Seconds between starting the raw loop's process and its due instant.
 RAW_LEAD = 3.0
 #: How long before the due instant the publishers' CPU time is read.
@@ -96,18 +107,7 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         default=[1000, 10_000],
         help="burst sizes, each run in turn (1000 10000)",
     )
-    parser.add_argument(
-        "--pg-url",
-        default=os.environ.get(
-            "BRIDGE_BURST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-        ),
-        help="admin URL of the PostgreSQL server; each burst creates and drops its own database",
-    )
-    parser.add_argument(
-        "--redis-url",
-        default=os.environ.get("BRIDGE_BURST_REDIS_URL", "redis://127.0.0.1:6379/12"),
-        help="Redis broker; each burst uses a queue of its own and flushes nothing",
-    )
+    add_service_options(parser, "BRIDGE_BURST", "redis://127.0.0.1:6379/12", "each burst")
     parser.add_argument(
         "--limit",
         type=float,
@@ -267,54 +267,9 @@ def run_tag() -> str:
     return uuid.uuid4().hex[:10]
 
 
-@contextmanager
-def scratch_database(admin_url: str, prefix: str) -> Iterator[str]:
-    """A fresh PostgreSQL database named ``<prefix><random>``, dropped afterwards."""
-    name = f"{prefix}{run_tag()}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-    except SQLAlchemyError as exc:
-        admin.dispose()
-        raise SetupError(f"PostgreSQL: {first_line(exc)}") from exc
-    try:
-        yield make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    finally:
-
-        def drop() -> None:
-            with admin.connect() as connection:
-                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-        try:
-            patiently(drop)
-        except DBAPIError as exc:
-            print(f"could not drop {name}: {first_line(exc)}", file=sys.stderr)
-        admin.dispose()
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds process ``pid`` has used so far (``/proc/<pid>/stat``)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    # The command name, in parentheses, may contain spaces: count fields after it.
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def start_beats(beats: Sequence[Process]) -> None:
-    """Start the beats and wait until each has logged :data:`~bench.burst_app.READY`."""
-    for beat in beats:
-        beat.start()
-    deadline = time.monotonic() + START_TIMEOUT
-    waiting = list(beats)
-    while waiting:
-        for beat in waiting:
-            if not beat.alive():
-                raise SetupError(f"{beat.name} exited at start; its log:\n{beat.log_tail()}")
-        waiting = [beat for beat in waiting if not beat.log_has(READY)]
-        if waiting and time.monotonic() > deadline:
-            raise SetupError(f"{waiting[0].name} not ready after {START_TIMEOUT:g}s")
-        time.sleep(0.1)
+    """Start the beats and wait until each has logged :data:`~bench.beat_app.READY`."""
+    start_all(beats, lambda _: READY, START_TIMEOUT, every=0.1)
 
 
 def measure(
@@ -347,13 +302,6 @@ def measure(
     return Result(label, size, arrivals.figures(due), cpu, setup, note)
 
 
-def stop_all(processes: Sequence[Process]) -> None:
-    for process in processes:
-        process.terminate()
-    for process in processes:
-        process.stop()
-
-
 # -- the two bursts -----------------------------------------------------------------------
 
 
@@ -372,23 +320,13 @@ def raw_ceiling(size: int, options: Options) -> Result:
 
 def send_raw(size: int, queue: str, due: float, options: Options) -> dict[str, float]:
     """Run the raw loop in a process of its own; its wall and CPU seconds as it timed them."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        "CELERY_BROKER_URL": options.redis_url,
-        "BURST_QUEUE": queue,
-    }
-    sender = subprocess.run(
-        [sys.executable, "-m", APP, "--count", str(size), "--due", repr(due)],
-        cwd=options.workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
+    env = process_env(None, options.redis_url, queue)
+    said = run_checked(
+        [sys.executable, "-m", "bench.beat_app", "--count", str(size), "--due", repr(due)],
+        env,
+        options.workdir,
     )
-    if sender.returncode != 0:
-        raise SetupError(f"the raw send loop failed:\n{sender.stderr.strip()}")
-    return {key: float(value) for key, value in json.loads(sender.stdout).items()}
+    return {key: float(value) for key, value in json.loads(said).items()}
 
 
 def probe_overhead(size: int, options: Options, rounds: int = 3) -> None:
@@ -432,16 +370,9 @@ def bridge_burst(size: int, beats: int, options: Options, profile: bool = False)
     label = f"bridge, {beats} beat{'s' if beats > 1 else ''}"
     tag = run_tag()
     queue = f"bridge-burst-{tag}"
-    with scratch_database(options.pg_url, "bridge_burst_") as url:
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(REPO),
-            "CELERY_BROKER_URL": options.redis_url,
-            "BURST_QUEUE": queue,
-            "BRIDGE_DATABASE_URL": url,
-        }
-        celery = [sys.executable, "-m", "celery", "-A", APP]
-        run_checked([*celery, "bridge", "migrate"], env, options.workdir)
+    with postgres_database(options.pg_url, "bridge_burst_") as url:
+        env = process_env(url, options.redis_url, queue)
+        run_checked([*CELERY, "bridge", "migrate"], env, options.workdir)
         profiles = [options.workdir / f"{tag}-beat-{i}.prof" for i in range(1, beats + 1)]
         processes = [
             Process(
@@ -449,7 +380,7 @@ def bridge_burst(size: int, beats: int, options: Options, profile: bool = False)
                 [
                     sys.executable,
                     *(["-m", "cProfile", "-o", str(path)] if profile else []),
-                    *celery[1:],
+                    *CELERY[1:],
                     "beat",
                     "-S",
                     "bridge",
@@ -467,7 +398,7 @@ def bridge_burst(size: int, beats: int, options: Options, profile: bool = False)
             start_beats(processes)
             seed_file = options.workdir / f"{tag}.jsonl"
             write_schedules(seed_file, size, due)
-            run_checked([*celery, "bridge", "import", str(seed_file)], env, options.workdir)
+            run_checked([*CELERY, "bridge", "import", str(seed_file)], env, options.workdir)
             setup = time.monotonic() - setup_started
             return measure(label, processes, options, queue, size, due, setup)
         finally:
@@ -493,22 +424,19 @@ def print_profile(path: Path, top: int = 25) -> None:
 def write_schedules(path: Path, size: int, due: float) -> None:
     """``size`` schedules, one JSON object a line, whose first occurrence is ``due``."""
     anchor = iso(due)
-    with path.open("w") as out:
-        for i in range(size):
-            line = {
+    write_jsonl(
+        path,
+        (
+            {
                 "name": f"burst-{i:06d}",
                 "task": TASK,
                 "timer": "every 1h",
                 "timezone": "UTC",
                 "anchor": anchor,
             }
-            out.write(json.dumps(line) + "\n")
-
-
-def run_checked(command: list[str], env: dict[str, str], cwd: Path) -> None:
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SetupError(f"{' '.join(command[2:])} failed:\n{done.stderr.strip()}")
+            for i in range(size)
+        ),
+    )
 
 
 # -- the run ----------------------------------------------------------------------------
@@ -544,7 +472,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.beats < 1:
         parser.error("--beats must be at least 1")
     options = common_options(parser, args)
-    try:
+
+    def run() -> int:
         if args.probe_overhead:
             check_redis(options.redis_url)
             for size in options.sizes:
@@ -554,10 +483,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 options,
                 lambda size, opts: [bridge_burst(size, args.beats, opts, args.profile)],
             )
-    except SetupError as exc:
-        print(f"setup error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+
+    return exit_status(run)
 
 
 if __name__ == "__main__":

@@ -22,31 +22,42 @@ up (a service unreachable, a process that would not start). See
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import random
-import resource
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-REPO = Path(__file__).resolve().parent.parent
+from bench import SetupError
+from bench.broker_probe import check_redis, purge_queue
+from bench.harness import (
+    READY_LINE,
+    Process,
+    add_service_options,
+    exit_status,
+    first_line,
+    machine_busy,
+    now_iso,
+    patiently,
+    percentile,
+    postgres_database,
+    process_env,
+    safe_url,
+    start_all,
+)
+
 APP = "bench.chaos_app"
 TASK = "bench.chaos_app.hit"
 CELERY = [sys.executable, "-m", "celery", "-A", APP]
@@ -57,12 +68,8 @@ POLL_SECONDS = 0.05
 PROGRESS_SECONDS = 60.0
 #: How many problem occurrences are listed one by one.
 SHOW = 20
-
-T = TypeVar("T")
-
-
-class SetupError(Exception):
-    """The run could not be set up; exit status 2."""
+#: The longest the beats and workers may take to start.
+START_TIMEOUT = 90.0
 
 
 # -- options ------------------------------------------------------------------------
@@ -102,18 +109,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         "--pool", default="threads", help="worker pool: threads, prefork, solo (threads)"
     )
     parser.add_argument("--concurrency", type=int, default=8, help="worker concurrency (8)")
-    parser.add_argument(
-        "--pg-url",
-        default=os.environ.get(
-            "BRIDGE_CHAOS_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-        ),
-        help="admin URL of the PostgreSQL server; the run creates and drops its own database",
-    )
-    parser.add_argument(
-        "--redis-url",
-        default=os.environ.get("BRIDGE_CHAOS_REDIS_URL", "redis://127.0.0.1:6379/13"),
-        help="Redis broker; the run uses a queue of its own and flushes nothing",
-    )
+    add_service_options(parser, "BRIDGE_CHAOS", "redis://127.0.0.1:6379/13", "the run")
     parser.add_argument(
         "--drain-timeout",
         type=float,
@@ -159,180 +155,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
     )
 
 
-# -- services -----------------------------------------------------------------------
-
-
-def safe_url(url: str) -> str:
-    return make_url(url).render_as_string(hide_password=True)
-
-
-@contextmanager
-def chaos_database(admin_url: str, keep: bool) -> Iterator[str]:
-    """A fresh PostgreSQL database for the run, dropped afterwards unless ``keep``."""
-    name = f"bridge_chaos_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-    except SQLAlchemyError as exc:
-        admin.dispose()
-        raise SetupError(f"PostgreSQL at {safe_url(admin_url)}: {first_line(exc)}") from exc
-    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    try:
-        yield url
-    finally:
-        if keep:
-            print(f"database kept: {safe_url(url)}")
-        else:
-
-            def drop() -> None:
-                with admin.connect() as connection:
-                    connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-            try:
-                patiently(drop)
-            except DBAPIError as exc:
-                print(f"could not drop {name}: {first_line(exc)}", file=sys.stderr)
-        admin.dispose()
-
-
-def patiently(work: Callable[[], T], timeout: float = 90.0) -> T:
-    """``work()``, retried while the database is unreachable (a restart of the server)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return work()
-        except DBAPIError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1.0)
-
-
-def check_redis(url: str) -> None:
-    import redis
-
-    try:
-        redis.Redis.from_url(url, socket_connect_timeout=3).ping()
-    except redis.RedisError as exc:
-        raise SetupError(f"Redis at {url}: {exc}") from exc
-
-
-def purge_queue(url: str, queue: str) -> None:
-    """Delete what the run's queue left in Redis (nothing, after a clean drain)."""
-    import redis
-
-    with contextlib.suppress(redis.RedisError):
-        client = redis.Redis.from_url(url, socket_connect_timeout=3)
-        patterns = (f"{queue}*", f"_kombu.binding*.{queue}")
-        keys = [key for pattern in patterns for key in client.scan_iter(match=pattern)]
-        if keys:
-            client.delete(*keys)
-
-
-def first_line(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None)
-    return (str(orig if orig is not None else exc).strip().splitlines() or [repr(exc)])[0]
-
-
 # -- processes ------------------------------------------------------------------------
-
-
-class Process:
-    """One celery beat or worker subprocess, restartable, its log appended to one file."""
-
-    def __init__(self, name: str, command: list[str], workdir: Path, env: dict[str, str]) -> None:
-        self.name = name
-        self.command = command
-        self.workdir = workdir
-        self.env = env
-        self.log_path = workdir / f"{name}.log"
-        self.starts = 0
-        self.terminating = False
-        self.popen: subprocess.Popen[bytes] | None = None
-        #: CPU seconds of the incarnations reaped so far, their pool children included.
-        self.cpu = 0.0
-
-    def start(self) -> None:
-        self.starts += 1
-        self.terminating = False
-        with self.log_path.open("ab") as log:
-            log.write(f"===== {self.name} start {self.starts} at {now_iso()} =====\n".encode())
-            log.flush()
-            self.popen = subprocess.Popen(
-                self.command,
-                cwd=self.workdir,
-                env=self.env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    @property
-    def pid(self) -> int:
-        assert self.popen is not None
-        return self.popen.pid
-
-    def poll(self) -> int | None:
-        """The exit status, or None while it runs; reaping it adds its CPU time."""
-        if self.popen is None:
-            return None
-        before = children_cpu()
-        status = self.popen.poll()
-        self.cpu += children_cpu() - before
-        return status
-
-    def wait(self, timeout: float | None = None) -> None:
-        assert self.popen is not None
-        before = children_cpu()
-        try:
-            self.popen.wait(timeout)
-        finally:
-            self.cpu += children_cpu() - before
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash: no handler runs, no mark is cleared."""
-        assert self.popen is not None
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.popen.pid, signal.SIGKILL)
-        self.wait()
-
-    def terminate(self) -> None:
-        """SIGTERM, once: a second one would cut a beat's clean exit short."""
-        if self.alive() and not self.terminating:
-            assert self.popen is not None
-            self.terminating = True
-            self.popen.send_signal(signal.SIGTERM)
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM, wait, then SIGKILL the process group if it hangs."""
-        if self.popen is None:
-            return
-        if self.alive():
-            self.terminate()
-            try:
-                self.wait(timeout)
-            except subprocess.TimeoutExpired:
-                print(f"{self.name} did not stop within {timeout:g}s; killed", file=sys.stderr)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.popen.pid, signal.SIGKILL)  # a hung process, leftover pool children
-        self.wait()
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
-
-    def log_has(self, needle: str) -> bool:
-        """Whether the current incarnation logged ``needle``."""
-        try:
-            log = self.log_path.read_text(errors="replace")
-        except OSError:
-            return False
-        return needle in log.rsplit(f"===== {self.name} start {self.starts} ", 1)[-1]
 
 
 class Fleet:
@@ -371,22 +194,8 @@ class Fleet:
     def processes(self) -> list[Process]:
         return [*self.workers, *self.beats]
 
-    def start(self, timeout: float = 90.0) -> None:
-        for process in self.processes:
-            process.start()
-        deadline = time.monotonic() + timeout
-        waiting = self.processes
-        while waiting:
-            for process in waiting:
-                if not process.alive():
-                    raise SetupError(
-                        f"{process.name} exited at start; its log:\n{process.log_tail()}"
-                    )
-            waiting = [p for p in waiting if not p.log_has(ready_line(p))]
-            if waiting and time.monotonic() > deadline:
-                names = ", ".join(p.name for p in waiting)
-                raise SetupError(f"{names} not ready after {timeout:g}s")
-            time.sleep(0.2)
+    def start(self) -> None:
+        start_all(self.processes, ready_line, START_TIMEOUT)
 
     def stop(self) -> None:
         """Beats first (they clear their marks), then the workers (they finish their tasks)."""
@@ -397,7 +206,7 @@ class Fleet:
 
 
 def ready_line(process: Process) -> str:
-    return "bridge: beat instance" if process.name.startswith("beat") else " ready."
+    return READY_LINE if process.name.startswith("beat") else " ready."
 
 
 # -- the schedules ----------------------------------------------------------------------
@@ -743,34 +552,11 @@ def judge(engine: Engine, window: Window) -> Verdict:
     )
 
 
-def percentile(values: Sequence[float], fraction: float) -> float:
-    """Nearest-rank percentile of ``values`` (not empty)."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
-
-
 def seconds(value: float) -> str:
     return f"{value:.2f}s"
 
 
 # -- the run ---------------------------------------------------------------------------------
-
-
-def children_cpu() -> float:
-    """CPU seconds of this process's reaped children (and theirs)."""
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def machine_busy() -> float:
-    """CPU seconds every core of the machine has spent not idle since boot."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def run(options: Options) -> int:
@@ -779,7 +565,7 @@ def run(options: Options) -> int:
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
     check_redis(options.redis_url)
     workdir = Path(tempfile.mkdtemp(prefix=f"bridge-chaos-{tag}-"))
-    with chaos_database(options.pg_url, options.keep) as url:
+    with postgres_database(options.pg_url, "bridge_chaos_", options.keep) as url:
         from bench.chaos_app import HIT_TABLE_DDL
         from bridge.database import database_for
 
@@ -794,14 +580,7 @@ def run(options: Options) -> int:
             raise SetupError(f"preparing {safe_url(url)}: {first_line(exc)}") from exc
         finally:
             database.dispose()
-        env = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-            "BRIDGE_DATABASE_URL": url,
-            "BRIDGE_LEASE_SECONDS": f"{options.lease:g}",
-            "CELERY_BROKER_URL": options.redis_url,
-            "CHAOS_QUEUE": queue,
-        }
+        env = process_env(url, options.redis_url, queue, lease_seconds=f"{options.lease:g}")
         print(
             f"chaos run: {options.schedules} schedules every 1s for {options.duration}s,"
             f" {options.beats} beats, {options.workers} workers"
@@ -988,11 +767,7 @@ def print_findings(outcome: Outcome) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
-    try:
-        return run(options)
-    except SetupError as exc:
-        print(f"setup error: {exc}", file=sys.stderr)
-        return 2
+    return exit_status(lambda: run(options))
 
 
 if __name__ == "__main__":

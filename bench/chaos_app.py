@@ -3,7 +3,7 @@
 Everything comes from the environment the bench gives its processes:
 
 * ``CELERY_BROKER_URL``: the Redis broker;
-* ``CHAOS_QUEUE``: a queue name unique to the run, so that a run never reads
+* ``BENCH_QUEUE``: a queue name unique to the run, so that a run never reads
   or leaves messages in anybody else's queue;
 * ``BRIDGE_DATABASE_URL``: the run's own PostgreSQL database, where the task
   also writes one ``chaos_hit`` row each time its body executes.
@@ -39,7 +39,7 @@ CREATE TABLE IF NOT EXISTS chaos_hit (
 
 app = Celery("bench", broker=os.environ.get("CELERY_BROKER_URL", "redis://127.0.0.1:6379/13"))
 app.conf.update(
-    task_default_queue=os.environ.get("CHAOS_QUEUE", "bridge-chaos"),
+    task_default_queue=os.environ.get("BENCH_QUEUE", "bridge-chaos"),
     task_ignore_result=True,
     # No broadcast traffic on the shared Redis database: no events, no
     # remote control, no mingle or gossip.

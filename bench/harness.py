@@ -1,9 +1,11 @@
-"""What the beat benchmarks share: a database, a beat process, a probe at the broker, figures.
+"""What the benchmarks share: processes, databases, options and figures.
 
-``bench/lone.py``, ``bench/scale.py`` and ``bench/pickup.py`` measure beat
-from outside: they start a real ``celery beat -S bridge`` process on a
-database of their own, and time its messages where they land, on the Redis
-queue, popping each one as it arrives. Nothing executes the tasks.
+Every bench measures from outside: it starts real ``celery`` processes on a
+database of its own and times what they do where it becomes visible (at the
+broker, in the database). This module owns those pieces: a PostgreSQL or
+SQLite database created, migrated and dropped; beat and worker processes
+started, watched and stopped; percentiles and tables. Reading the broker is
+``bench/broker_probe.py``'s.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import math
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -25,21 +28,20 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
-import redis
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from bench import REPO, SetupError
 from bridge.database import database_for
 
-REPO = Path(__file__).resolve().parent.parent
 APP = "bench.beat_app"
 CELERY = [sys.executable, "-m", "celery", "-A", APP]
-#: Every database a benchmark creates is named with this prefix, and dropped.
+#: The prefix of the databases :func:`database` creates (and drops).
 DATABASE_PREFIX = "bridge_bb_"
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
@@ -48,28 +50,41 @@ READY_LINE = "bridge: beat instance"
 #: Beat's DEBUG line for one tick.
 TICK_LINE = re.compile(r"bridge: tick claimed (\d+) fired (\d+) in ([\d.]+) ms")
 
-
-class SetupError(Exception):
-    """The run could not be set up (a service unreachable, a process that would not start)."""
+T = TypeVar("T")
 
 
 # -- options ------------------------------------------------------------------------
 
 
-def add_service_options(parser: argparse.ArgumentParser) -> None:
-    """``--pg-url`` and ``--redis-url``, with environment fallbacks."""
+def add_service_options(
+    parser: argparse.ArgumentParser,
+    variables: str = "BRIDGE_BENCH",
+    redis_url: str = DEFAULT_REDIS_URL,
+    each: str = "each run",
+) -> None:
+    """``--pg-url`` and ``--redis-url``, falling back on ``<variables>_PG_URL`` and
+    ``<variables>_REDIS_URL``; ``each`` names what has a database and a queue of its own."""
     parser.add_argument(
         "--pg-url",
-        default=os.environ.get("BRIDGE_BENCH_PG_URL", DEFAULT_PG_URL),
-        help="admin URL of the PostgreSQL server; each run creates and drops"
-        f" a database {DATABASE_PREFIX}<random> (BRIDGE_BENCH_PG_URL)",
+        default=os.environ.get(f"{variables}_PG_URL", DEFAULT_PG_URL),
+        help=f"admin URL of the PostgreSQL server; {each} creates and drops"
+        f" a database of its own ({variables}_PG_URL)",
     )
     parser.add_argument(
         "--redis-url",
-        default=os.environ.get("BRIDGE_BENCH_REDIS_URL", DEFAULT_REDIS_URL),
-        help="Redis broker; the run uses a queue of its own and deletes only its keys"
-        " (BRIDGE_BENCH_REDIS_URL)",
+        default=os.environ.get(f"{variables}_REDIS_URL", redis_url),
+        help=f"Redis broker; {each} uses a queue of its own and deletes only its keys"
+        f" ({variables}_REDIS_URL)",
     )
+
+
+def exit_status(run: Callable[[], int]) -> int:
+    """``run()``'s exit status, or 2, said on stderr, when the run could not be set up."""
+    try:
+        return run()
+    except SetupError as exc:
+        print(f"setup error: {exc}", file=sys.stderr)
+        return 2
 
 
 # -- databases ------------------------------------------------------------------------
@@ -94,57 +109,95 @@ def workdir(label: str) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def patiently(work: Callable[[], T], timeout: float = 90.0) -> T:
+    """``work()``, retried while the database is unreachable (a restart of the server)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return work()
+        except DBAPIError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
+@contextmanager
+def postgres_database(admin_url: str, prefix: str, keep: bool = False) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database ``<prefix><random>``; its URL.
+
+    It is created on the server of ``admin_url`` and dropped afterwards unless
+    ``keep``, waiting out a restart of the server (other tests cause them).
+    """
+    name = f"{prefix}{uuid.uuid4().hex[:10]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}"'))
+    except SQLAlchemyError as exc:
+        admin.dispose()
+        raise SetupError(f"PostgreSQL at {safe_url(admin_url)}: {first_line(exc)}") from exc
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    try:
+        yield url
+    finally:
+        if keep:
+            print(f"database kept: {safe_url(url)}")
+        else:
+
+            def drop() -> None:
+                with admin.connect() as connection:
+                    connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+            try:
+                patiently(drop)
+            except DBAPIError as exc:
+                print(f"could not drop {name}: {first_line(exc)}", file=sys.stderr)
+        admin.dispose()
+
+
 @contextmanager
 def database(kind: str, admin_url: str, folder: Path) -> Iterator[str]:
     """A fresh, migrated database of ``kind`` (``postgresql`` or ``sqlite``); its URL.
 
     A PostgreSQL database is created on the server of ``admin_url`` and
-    dropped afterwards; a SQLite one is a file in ``folder``.
+    dropped afterwards (a warning says if the server was restarted while it
+    was in use); a SQLite one is a file in ``folder``.
     """
     if kind == "sqlite":
         url = f"sqlite:///{folder / f'bridge-{uuid.uuid4().hex[:6]}.db'}"
         migrate(url)
         yield url
         return
-    name = f"{DATABASE_PREFIX}{uuid.uuid4().hex[:10]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    started = postmaster_start(admin_url)
+    name = "?"
     try:
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-            started = connection.scalar(text("SELECT pg_postmaster_start_time()"))
-    except SQLAlchemyError as exc:
-        admin.dispose()
-        raise SetupError(f"PostgreSQL at {safe_url(admin_url)}: {first_line(exc)}") from exc
-    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    try:
-        migrate(url)
-        yield url
+        with postgres_database(admin_url, DATABASE_PREFIX) as url:
+            name = make_url(url).database or name
+            try:
+                migrate(url)
+                yield url
+            finally:
+                database_for(url).dispose()
     finally:
-        database_for(url).dispose()
-        _drop(admin, name)
-        with contextlib.suppress(SQLAlchemyError), admin.connect() as connection:
-            if connection.scalar(text("SELECT pg_postmaster_start_time()")) != started:
+        with contextlib.suppress(SetupError):
+            if postmaster_start(admin_url) != started:
                 print(
                     f"warning: PostgreSQL was restarted while {name} was in use;"
                     " the figures measured on it include the outage",
                     file=sys.stderr,
                 )
-        admin.dispose()
 
 
-def _drop(admin: Engine, name: str, patience: float = 60.0) -> None:
-    """Drop database ``name``, waiting out a restart of the server (other tests cause them)."""
-    deadline = time.monotonic() + patience
-    while True:
-        try:
-            with admin.connect() as connection:
-                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-            return
-        except SQLAlchemyError as exc:
-            if time.monotonic() > deadline:
-                print(f"could not drop {name}: {first_line(exc)}", file=sys.stderr)
-                return
-            time.sleep(1.0)
+def postmaster_start(url: str) -> Any:
+    """When the PostgreSQL server of ``url`` was started: it changes when it restarts."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            return connection.scalar(text("SELECT pg_postmaster_start_time()"))
+    except SQLAlchemyError as exc:
+        raise SetupError(f"PostgreSQL at {safe_url(url)}: {first_line(exc)}") from exc
+    finally:
+        engine.dispose()
 
 
 def migrate(url: str) -> None:
@@ -173,16 +226,27 @@ def settle(url: str) -> None:
         engine.dispose()
 
 
-def process_env(url: str, redis_url: str, queue: str, **settings: str) -> dict[str, str]:
-    """The environment of a beat or CLI process of the run; ``settings`` are ``BRIDGE_*``."""
+def process_env(url: str | None, redis_url: str, queue: str, **settings: str) -> dict[str, str]:
+    """The environment of a celery process of the run: the bridge's database ``url`` (if it
+    has one), the broker and the run's queue (``BENCH_QUEUE``); ``settings`` are ``BRIDGE_*``."""
     return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        "BRIDGE_DATABASE_URL": url,
+        **({"BRIDGE_DATABASE_URL": url} if url is not None else {}),
         "CELERY_BROKER_URL": redis_url,
         "BENCH_QUEUE": queue,
         **{f"BRIDGE_{key.upper()}": value for key, value in settings.items()},
     }
+
+
+def run_checked(command: list[str], env: dict[str, str], cwd: Path) -> str:
+    """Run ``command`` (``python -m ...``) to its end; what it printed, or SetupError."""
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SetupError(
+            f"{' '.join(command[2:])} failed ({done.returncode}):\n{done.stderr.strip()[-2000:]}"
+        )
+    return done.stdout.strip()
 
 
 # -- seeding ----------------------------------------------------------------------------
@@ -206,12 +270,7 @@ def import_schedules(path: Path, env: dict[str, str], cwd: Path) -> str:
 
     Returns what the command printed: its count of created and updated schedules.
     """
-    done = subprocess.run(
-        [*CELERY, "bridge", "import", str(path)], env=env, cwd=cwd, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        raise SetupError(f"bridge import failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return done.stdout.strip()
+    return run_checked([*CELERY, "bridge", "import", str(path)], env, cwd)
 
 
 # -- beat -------------------------------------------------------------------------------
@@ -306,9 +365,7 @@ class Beat:
 
     def cpu_seconds(self) -> float:
         """User and system CPU time of the beat process so far."""
-        stat = Path(f"/proc/{self.pid}/stat").read_text()
-        fields = stat.rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(self.pid)
 
     def status_kib(self, key: str) -> int:
         """A ``/proc/<pid>/status`` figure in KiB (``VmRSS``, ``VmHWM``)."""
@@ -367,99 +424,160 @@ class Tick:
         return cls(int(found[1]), int(found[2]), float(found[3]))
 
 
-# -- the broker ---------------------------------------------------------------------------
+# -- processes ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Arrival:
-    """One of beat's messages, popped off the queue."""
+class Process:
+    """One celery beat or worker subprocess, restartable, its log appended to one file."""
 
-    #: When it was popped: wall clock (``time.time()``) and ``time.monotonic()``.
-    wall: float
-    at: float
-    schedule: str
-    plan_time: datetime
-    trigger: str
+    def __init__(self, name: str, command: list[str], workdir: Path, env: dict[str, str]) -> None:
+        self.name = name
+        self.command = command
+        self.workdir = workdir
+        self.env = env
+        self.log_path = workdir / f"{name}.log"
+        self.starts = 0
+        self.terminating = False
+        self.popen: subprocess.Popen[bytes] | None = None
+        #: CPU seconds of the incarnations reaped so far, their pool children included.
+        self.cpu = 0.0
+
+    def start(self) -> None:
+        self.starts += 1
+        self.terminating = False
+        with self.log_path.open("ab") as log:
+            log.write(f"===== {self.name} start {self.starts} at {now_iso()} =====\n".encode())
+            log.flush()
+            self.popen = subprocess.Popen(
+                self.command,
+                cwd=self.workdir,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     @property
-    def lateness(self) -> float:
-        """Seconds from the run's plan time to its arrival at the broker."""
-        return self.wall - self.plan_time.timestamp()
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
 
+    def poll(self) -> int | None:
+        """The exit status, or None while it runs; reaping it adds its CPU time."""
+        if self.popen is None:
+            return None
+        before = children_cpu()
+        status = self.popen.poll()
+        self.cpu += children_cpu() - before
+        return status
 
-class Probe:
-    """Pops beat's messages off the run's Redis queue as they arrive.
-
-    A thread blocks in ``BRPOP`` on the queue, so a message is taken the
-    moment beat pushes it; its arrival time is read right then. The bridge's
-    headers say which schedule and occurrence it is.
-    """
-
-    def __init__(self, redis_url: str, queue: str) -> None:
-        self.queue = queue
-        self.client = redis.Redis.from_url(redis_url, socket_connect_timeout=3)
-        self.arrivals: list[Arrival] = []
-        self._arrived = threading.Condition()
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._pop, daemon=True)
-
-    def _pop(self) -> None:
-        while not self._stopping.is_set():
-            popped = self.client.brpop([self.queue], timeout=1)
-            if popped is None:
-                continue
-            wall, at = time.time(), time.monotonic()
-            headers = json.loads(popped[1])["headers"]
-            arrival = Arrival(
-                wall=wall,
-                at=at,
-                schedule=str(headers["bridge_schedule"]),
-                plan_time=datetime.fromisoformat(headers["bridge_plan_time"]),
-                trigger=str(headers["bridge_trigger"]),
-            )
-            with self._arrived:
-                self.arrivals.append(arrival)
-                self._arrived.notify_all()
-
-    def wait_for(self, wanted: Callable[[Arrival], bool], timeout: float) -> Arrival | None:
-        """The first arrival ``wanted`` accepts, waiting up to ``timeout``; None if none came."""
-        deadline = time.monotonic() + timeout
-        with self._arrived:
-            while True:
-                found = next((a for a in self.arrivals if wanted(a)), None)
-                left = deadline - time.monotonic()
-                if found is not None or left <= 0:
-                    return found
-                self._arrived.wait(left)
-
-    def since(self, moment: float) -> list[Arrival]:
-        """The arrivals popped after ``moment`` (monotonic)."""
-        with self._arrived:
-            return [a for a in self.arrivals if a.at >= moment]
-
-    def __enter__(self) -> Probe:
+    def wait(self, timeout: float | None = None) -> None:
+        assert self.popen is not None
+        before = children_cpu()
         try:
-            self.client.ping()
-        except redis.RedisError as exc:
-            raise SetupError(f"Redis: {exc}") from exc
-        self._thread.start()
-        return self
+            self.popen.wait(timeout)
+        finally:
+            self.cpu += children_cpu() - before
 
-    def __exit__(self, *exc: object) -> None:
-        """Stop popping and delete the run's keys (its queue and kombu's bindings)."""
-        self._stopping.set()
-        self._thread.join(5.0)
-        with contextlib.suppress(redis.RedisError):
-            patterns = (f"{self.queue}*", f"_kombu.binding*.{self.queue}")
-            keys = [key for pattern in patterns for key in self.client.scan_iter(match=pattern)]
-            if keys:
-                self.client.delete(*keys)
-        self.client.close()
+    def alive(self) -> bool:
+        return self.popen is not None and self.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash: no handler runs, no mark is cleared."""
+        assert self.popen is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        self.wait()
+
+    def terminate(self) -> None:
+        """SIGTERM, once: a second one would cut a beat's clean exit short."""
+        if self.alive() and not self.terminating:
+            assert self.popen is not None
+            self.terminating = True
+            self.popen.send_signal(signal.SIGTERM)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM, wait, then SIGKILL the process group if it hangs."""
+        if self.popen is None:
+            return
+        if self.alive():
+            self.terminate()
+            try:
+                self.wait(timeout)
+            except subprocess.TimeoutExpired:
+                print(f"{self.name} did not stop within {timeout:g}s; killed", file=sys.stderr)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)  # a hung process, leftover pool children
+        self.wait()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def log_has(self, needle: str) -> bool:
+        """Whether the current incarnation logged ``needle``."""
+        try:
+            log = self.log_path.read_text(errors="replace")
+        except OSError:
+            return False
+        return needle in log.rsplit(f"===== {self.name} start {self.starts} ", 1)[-1]
 
 
-def new_queue(label: str) -> str:
-    """A queue name of the run's own."""
-    return f"bridge-{label}-{uuid.uuid4().hex[:8]}"
+def start_all(
+    processes: Sequence[Process],
+    ready: Callable[[Process], str],
+    timeout: float,
+    every: float = 0.2,
+) -> None:
+    """Start ``processes`` and wait until each has logged its line ``ready(process)``."""
+    for process in processes:
+        process.start()
+    deadline = time.monotonic() + timeout
+    waiting = list(processes)
+    while waiting:
+        for process in waiting:
+            if not process.alive():
+                raise SetupError(f"{process.name} exited at start; its log:\n{process.log_tail()}")
+        waiting = [p for p in waiting if not p.log_has(ready(p))]
+        if waiting and time.monotonic() > deadline:
+            names = ", ".join(p.name for p in waiting)
+            raise SetupError(f"{names} not ready after {timeout:g}s")
+        time.sleep(every)
+
+
+def stop_all(processes: Sequence[Process]) -> None:
+    """SIGTERM to all of them at once, then wait for each (see :meth:`Process.stop`)."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.stop()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds process ``pid`` has used so far (``/proc/<pid>/stat``)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    # The command name, in parentheses, may contain spaces: count fields after it.
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's reaped children (and theirs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_busy() -> float:
+    """CPU seconds every core of the machine has spent not idle since boot."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 # -- figures ------------------------------------------------------------------------------

@@ -24,15 +24,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from bench.beat_app import TASK, app
+from bench.broker_probe import Message, MessageProbe, new_queue
 from bench.harness import (
-    Arrival,
     Beat,
-    Probe,
-    SetupError,
     add_service_options,
     database,
+    exit_status,
     machine_load,
-    new_queue,
     percentile,
     process_env,
     safe_url,
@@ -72,7 +70,7 @@ def run(options: argparse.Namespace) -> int:
     with (
         workdir("lone") as folder,
         database(options.db, options.pg_url, folder) as url,
-        Probe(options.redis_url, queue) as probe,
+        MessageProbe(options.redis_url, queue) as probe,
     ):
         print(
             f"lone schedule: every 1s for {options.duration}s on {safe_url(url)},"
@@ -107,7 +105,7 @@ def run(options: argparse.Namespace) -> int:
 def report(
     duration: int,
     start: datetime,
-    arrivals: Sequence[Arrival],
+    arrivals: Sequence[Message],
     cpu: float,
     wall: float,
     rss_kib: int,
@@ -139,11 +137,7 @@ def report(
 
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
-    try:
-        return run(options)
-    except SetupError as exc:
-        print(f"setup error: {exc}", file=sys.stderr)
-        return 2
+    return exit_status(lambda: run(options))
 
 
 if __name__ == "__main__":

@@ -37,8 +37,9 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench import REPO
+from bench.broker_probe import purge_queue
 from bench.burst import (
-    REPO,
     Options,
     Result,
     add_common_arguments,
@@ -46,14 +47,11 @@ from bench.burst import (
     common_options,
     due_in,
     measure,
-    run_checked,
     run_sizes,
     run_tag,
-    scratch_database,
     start_beats,
-    stop_all,
 )
-from bench.chaos import Process, SetupError, purge_queue
+from bench.harness import Process, exit_status, postgres_database, run_checked, stop_all
 
 VENV = REPO / ".bench" / "peers-venv"
 PEERS = REPO / "bench" / "peers"
@@ -118,14 +116,14 @@ def peer_burst(peer: Peer, size: int, python: Path, options: Options) -> Result:
     setup_started = time.monotonic()
     due = due_in(options.lead_for(size))
     database: AbstractContextManager[str | None] = (
-        scratch_database(options.pg_url, "bridge_peers_") if peer.database else nullcontext()
+        postgres_database(options.pg_url, "bridge_peers_") if peer.database else nullcontext()
     )
     with database as url:
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(REPO), str(PEERS)]),
             "CELERY_BROKER_URL": options.redis_url,
-            "BURST_QUEUE": queue,
+            "BENCH_QUEUE": queue,
             "BURST_SIZE": str(size),
             "BURST_DUE": repr(due),
             **({"PEERS_DJANGO_DATABASE_URL": url} if url is not None else {}),
@@ -171,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     options = common_options(parser, args)
-    try:
+
+    def run() -> int:
         python = peers_python()
 
         def bursts(size: int, opts: Options) -> list[Result]:
@@ -183,10 +182,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
 
         run_sizes(options, bursts)
-    except SetupError as exc:
-        print(f"setup error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        return 0
+
+    return exit_status(run)
 
 
 if __name__ == "__main__":

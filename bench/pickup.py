@@ -34,15 +34,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from bench.beat_app import TASK, app
+from bench.broker_probe import Message, MessageProbe, new_queue
 from bench.harness import (
-    Arrival,
     Beat,
-    Probe,
-    SetupError,
     add_service_options,
     database,
+    exit_status,
     machine_load,
-    new_queue,
     percentile,
     process_env,
     safe_url,
@@ -150,7 +148,7 @@ def _patiently(change: Callable[[], Schedule]) -> Schedule:
     return change()
 
 
-def of_schedule(name: str) -> Callable[[Arrival], bool]:
+def of_schedule(name: str) -> Callable[[Message], bool]:
     """Whether a message is a run of the schedule ``name``."""
     return lambda arrival: arrival.schedule == name
 
@@ -161,7 +159,7 @@ def measure(options: argparse.Namespace, store: str, rng: random.Random) -> Late
     with (
         workdir("pickup") as folder,
         database(store, options.pg_url, folder) as url,
-        Probe(options.redis_url, queue) as probe,
+        MessageProbe(options.redis_url, queue) as probe,
     ):
         print(f"{store}: {safe_url(url)}, broker {options.redis_url} queue {queue}", flush=True)
         bridge = Bridge(app, database_url=url)
@@ -212,16 +210,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
     stores = ("postgresql", "sqlite") if options.db == "both" else (options.db,)
     print(f"pickup: {options.changes} changes of each kind ({', '.join(KINDS)}), seed {seed}")
-    complete = True
-    try:
+
+    def run() -> int:
+        complete = True
         for store in stores:
             latencies = measure(options, store, random.Random(seed))
             complete = report(options, store, latencies) and complete
-    except SetupError as exc:
-        print(f"setup error: {exc}", file=sys.stderr)
-        return 2
-    print(machine_load())
-    return 0 if complete else 1
+        print(machine_load())
+        return 0 if complete else 1
+
+    return exit_status(run)
 
 
 if __name__ == "__main__":

@@ -31,17 +31,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from bench import SetupError
 from bench.beat_app import TASK, app
+from bench.broker_probe import MessageProbe, new_queue
 from bench.harness import (
     Beat,
-    Probe,
-    SetupError,
     Tick,
     add_service_options,
     database,
+    exit_status,
     import_schedules,
     machine_load,
-    new_queue,
     percentile,
     process_env,
     settle,
@@ -149,7 +149,7 @@ def measure(options: argparse.Namespace, rows: int) -> Result:
     with (
         workdir("scale") as folder,
         database(options.db, options.pg_url, folder) as url,
-        Probe(options.redis_url, queue) as probe,
+        MessageProbe(options.redis_url, queue) as probe,
     ):
         env = process_env(url, options.redis_url, queue)
         seed = folder / "schedules.jsonl"
@@ -281,16 +281,16 @@ def p50_p99(values: Sequence[float]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
     print(f"scale: {options.db}, sizes {', '.join(f'{s:,}' for s in options.sizes)}", flush=True)
-    results: list[Result] = []
-    try:
+
+    def run() -> int:
+        results: list[Result] = []
         for rows in options.sizes:
             print(f"{rows:,} rows:", flush=True)
             results.append(measure(options, rows))
-    except SetupError as exc:
-        print(f"setup error: {exc}", file=sys.stderr)
-        return 2
-    report(options, results)
-    return 0
+        report(options, results)
+        return 0
+
+    return exit_status(run)
 
 
 if __name__ == "__main__":

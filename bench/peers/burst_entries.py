@@ -1,6 +1,6 @@
 """What every peer scheduler is given: N entries that are all due at one instant.
 
-Each entry runs ``bench.burst_app.noop`` every hour and last ran one hour
+Each entry runs ``bench.beat_app.noop`` every hour and last ran one hour
 before the due instant, so the due instant is its next run for every
 scheduler alike (Celery's ``schedule.is_due`` counts from ``last_run_at``).
 ``bench/peers.py`` sets the environment:

@@ -17,7 +17,7 @@ import burst_entries
 import django
 from celery import Celery
 
-from bench.burst_app import TASK, shared_settings
+from bench.beat_app import TASK, shared_settings
 
 django.setup()
 

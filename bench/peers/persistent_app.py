@@ -10,7 +10,7 @@ from __future__ import annotations
 import burst_entries
 from celery import Celery
 
-from bench.burst_app import TASK, shared_settings
+from bench.beat_app import TASK, shared_settings
 
 _last_run = burst_entries.last_run_at()
 

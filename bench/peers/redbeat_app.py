@@ -23,7 +23,7 @@ from celery.schedules import schedule
 from redbeat.decoder import RedBeatJSONEncoder, to_timestamp
 from redbeat.schedulers import RedBeatSchedulerEntry, get_redis
 
-from bench.burst_app import TASK, shared_settings
+from bench.beat_app import TASK, shared_settings
 
 app = Celery("peers-redbeat")
 app.conf.update(shared_settings())

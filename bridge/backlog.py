@@ -69,7 +69,14 @@ class Reply:
 
 
 class Write(Protocol):
-    """What the backlog needs of a write: words for log lines, and maybe a waiting maker."""
+    """What the backlog needs of a write: whose it is, words for log lines, maybe a waiting maker.
+
+    Writes with one ``key`` are written in the order they were made; a write
+    whose maker waits may go ahead of the writes of other keys.
+    """
+
+    @property
+    def key(self) -> str: ...
 
     @property
     def what(self) -> str: ...
@@ -101,10 +108,14 @@ class Backlog(Generic[W]):
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
+        #: When the oldest queued write was made, on the monotonic clock.
+        self._since = 0.0
+        #: The queued writes whose makers wait for their reply.
+        self._asked: list[W] = []
+        #: Whether the process waits for the queue to empty (it is stopping).
+        self._draining = False
         #: The batch being written, out of the queue until it is done.
         self._writing: list[W] = []
-        #: Whether a maker waits for a queued write, or the process for the queue to empty.
-        self._waited = False
         #: Whether an outage was logged, and the writes held through it since written.
         self._holding = False
         self._written = 0
@@ -116,40 +127,50 @@ class Backlog(Generic[W]):
     def add(self, write: W) -> None:
         """Queue ``write`` behind the writes before it; the thread writes it soon."""
         with self._lock:
-            if len(self._writes) >= LIMIT:
-                dropped = self._writes.popleft()
-                logger.error("bridge: over %d held records; dropped %s", LIMIT, dropped.what)
-            self._writes.append(write)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="bridge-backlog", daemon=True
-                )
-                self._thread.start()
-            if len(self._writes) in (1, BATCH) or self._waited:
-                self._wake.notify_all()  # the writer waits for the first write, or gathers
+            self._queue(write)
 
     def ask(self, write: W, timeout: float) -> bool | None:
-        """Queue ``write`` and wait for its reply; None when the database cannot answer now."""
+        """Queue ``write``, have it written at once and wait for its reply.
+
+        None when the database cannot answer now: the write stays queued
+        until it can, and its maker does not wait for that.
+        """
         assert write.reply is not None
         with self._lock:
-            holding = self._holding
-            self._waited = True
-        self.add(write)
-        if holding:
-            write.reply.give(None)  # the write waits for the database; its maker does not
+            self._queue(write)
+            if self._holding:
+                write.reply.give(None)
+            else:
+                self._asked.append(write)
+                self._wake.notify_all()
         return write.reply.wait(timeout)
 
     def flush(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for the queued writes to be written (at shutdown)."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            self._waited = True
+            self._draining = True
             self._wake.notify_all()
             while (self._writes or self._writing) and time.monotonic() < deadline:
                 self._wake.wait(min(0.2, max(0.0, deadline - time.monotonic())))
+            self._draining = False
             left = len(self._writes) + len(self._writing)
             if left:
                 logger.error("bridge: %d run record(s) could not be written and are lost", left)
+
+    def _queue(self, write: W) -> None:
+        """Append ``write`` (lock held), dropping the oldest beyond :data:`LIMIT`."""
+        if len(self._writes) >= LIMIT:
+            dropped = self._writes.popleft()
+            logger.error("bridge: over %d held records; dropped %s", LIMIT, dropped.what)
+        if not self._writes:
+            self._since = time.monotonic()
+        self._writes.append(write)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="bridge-backlog", daemon=True)
+            self._thread.start()
+        if len(self._writes) in (1, BATCH):
+            self._wake.notify_all()  # the writer waits for a first write, or for a full batch
 
     def _run(self) -> None:
         failures = 0
@@ -157,11 +178,11 @@ class Backlog(Generic[W]):
             with self._lock:
                 while not self._writes:
                     self._wake.wait()
-                self._wake.wait_for(lambda: self._waited or len(self._writes) >= BATCH, GATHER)
-                self._waited = False
-                count = min(BATCH, len(self._writes))
-                batch = [self._writes.popleft() for _ in range(count)]
-                self._writing = list(batch)
+                self._wake.wait_for(
+                    lambda: self._asked or self._draining or len(self._writes) >= BATCH,
+                    self._since + GATHER - time.monotonic(),
+                )
+                batch = self._writing = self._take()
             try:
                 self._write(batch)
             except UNREACHABLE as exc:
@@ -180,6 +201,24 @@ class Backlog(Generic[W]):
                         self._holding, self._written = False, 0
                 if not self._writes:
                     self._wake.notify_all()
+
+    def _take(self) -> list[W]:
+        """The next batch (lock held): what has gathered, or what a waiting maker needs.
+
+        Writes gather for up to :data:`GATHER` seconds. A write whose maker
+        waits goes at once, with the writes of its key made before it; the
+        others keep gathering, their time counted from the oldest of them.
+        """
+        due = self._since + GATHER <= time.monotonic()
+        if due or self._draining or len(self._writes) >= BATCH or not self._asked:
+            batch = [self._writes.popleft() for _ in range(min(BATCH, len(self._writes)))]
+        else:
+            keys = {write.key for write in self._asked}
+            batch = [write for write in self._writes if write.key in keys]
+            self._writes = deque(write for write in self._writes if write.key not in keys)
+        taken = {id(write) for write in batch}
+        self._asked = [write for write in self._asked if id(write) not in taken]
+        return batch
 
     def _write(self, batch: list[W]) -> None:
         """Write ``batch``; if the database refuses one of its writes, the others alone."""
@@ -203,6 +242,8 @@ class Backlog(Generic[W]):
         """Put the writes the database did not take back at the head of the queue, and wait."""
         with self._lock:
             batch, self._writing = self._writing, []
+            if not self._writes:
+                self._since = time.monotonic()
             self._writes.extendleft(reversed(batch))
             if failures > self._retries and not self._holding:
                 self._holding = True

@@ -128,6 +128,10 @@ class Change:
     reply: Reply | None = None
 
     @property
+    def key(self) -> str:
+        return self.run_id
+
+    @property
     def what(self) -> str:
         return f"{self.status.value} of run {self.run_id}"
 

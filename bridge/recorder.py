@@ -29,6 +29,7 @@ back.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -39,8 +40,9 @@ from datetime import datetime
 from typing import Any
 
 from celery import Celery, signals
-from sqlalchemy import bindparam, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Select, Update, any_, bindparam, select, update
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.orm import QueryableAttribute, Session
 
 from .backlog import Backlog, Reply
 from .config import Settings
@@ -70,32 +72,63 @@ START_ANSWER_SECONDS = 30.0
 #: duplicate: the recorder then records nothing for it.
 DUPLICATE = "bridge_duplicate"
 
-#: The runs of a batch, locked in id order: two workers' batches never wait on each other
-#: in a circle, and their schedules are locked after them, as beat does.
-_LOCK_RUNS = (
-    select(
-        TaskExecution.id,
-        TaskExecution.status,
-        TaskExecution.periodic_task_id,
-        TaskExecution.trigger,
-        TaskExecution.plan_time,
-        TaskExecution.attempt,
-        TaskExecution.queued_at,
-    )
-    .where(TaskExecution.id.in_(bindparam("ids", expanding=True)))
-    .order_by(TaskExecution.id)
-    .with_for_update()
-)
+
+#: One run's merged changes, by its id.
 _UPDATE_RUN = update(TaskExecution).where(TaskExecution.id == bindparam("run_id"))
-#: A run's status, copied to its schedule if it is the schedule's latest run.
-_SHOW_STATUS = (
-    update(PeriodicTask)
-    .where(
-        PeriodicTask.id == bindparam("schedule_id"),
-        PeriodicTask.last_run_id == bindparam("run_id"),
-    )
-    .values(last_status=bindparam("status"))
-)
+
+
+def _one_of(column: QueryableAttribute[Any], name: str, postgres: bool) -> ColumnElement[bool]:
+    """``column`` is one of the values bound to ``name``.
+
+    On PostgreSQL the values go as one array (``= ANY(:name)``): the text of
+    the statement is then the same whatever their number, and the driver and
+    the server prepare it once instead of parsing a new ``IN`` list each time.
+    """
+    if postgres:
+        return column == any_(bindparam(name, type_=postgresql.ARRAY(column.type)))
+    return column.in_(bindparam(name, expanding=True))
+
+
+@dataclass(frozen=True)
+class _Statements:
+    """The statements of a batch, built once per kind of database."""
+
+    #: The runs of a batch, locked in id order: two workers' batches never wait on each
+    #: other in a circle, and their schedules are locked after them, as beat does.
+    lock_runs: Select[*tuple[Any, ...]]
+    #: One status, copied to the schedules whose latest run is one of the runs that took
+    #: it. (A run belongs to one schedule, so the two lists need not be paired.)
+    show_status: Update
+    #: The schedules of a batch's runs, locked in id order.
+    lock_schedules: Select[PeriodicTask]
+
+    @staticmethod
+    @functools.cache
+    def of(postgres: bool) -> _Statements:
+        return _Statements(
+            lock_runs=select(
+                TaskExecution.id,
+                TaskExecution.status,
+                TaskExecution.periodic_task_id,
+                TaskExecution.trigger,
+                TaskExecution.plan_time,
+                TaskExecution.attempt,
+                TaskExecution.queued_at,
+            )
+            .where(_one_of(TaskExecution.id, "runs", postgres))
+            .order_by(TaskExecution.id)
+            .with_for_update(),
+            show_status=update(PeriodicTask)
+            .where(
+                _one_of(PeriodicTask.id, "schedules", postgres),
+                _one_of(PeriodicTask.last_run_id, "runs", postgres),
+            )
+            .values(last_status=bindparam("status")),
+            lock_schedules=select(PeriodicTask)
+            .where(_one_of(PeriodicTask.id, "schedules", postgres))
+            .order_by(PeriodicTask.id)
+            .with_for_update(),
+        )
 
 
 def sent_by_bridge(headers: Mapping[str, Any] | None) -> bool:
@@ -313,20 +346,22 @@ class Recorder:
         """
         with self.database.session() as session:
             connection = session.connection()
+            statements = _Statements.of(connection.dialect.name == "postgresql")
             created = {c.run_id: _external_record(c) for c in changes if c.external_task}
             if created:
                 insert = upsert_insert(session, TaskExecution).on_conflict_do_nothing()
                 connection.execute(insert, list(created.values()))
             ids = sorted({change.run_id for change in changes})
             effects = _Effects.of(
-                changes, {run.id: run for run in connection.execute(_LOCK_RUNS, {"ids": ids})}
+                changes,
+                {run.id: run for run in connection.execute(statements.lock_runs, {"runs": ids})},
             )
             by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
             for run_id, values in effects.values.items():
                 by_columns[tuple(sorted(values))].append({"run_id": run_id, **values})
             for rows in by_columns.values():
                 connection.execute(_UPDATE_RUN, rows)
-            _apply_to_schedules(session, effects)
+            _apply_to_schedules(session, statements, effects)
         for reply, value in effects.replies:
             reply.give(value)
 
@@ -385,7 +420,7 @@ class _Effects:
         )
 
 
-def _apply_to_schedules(session: Session, effects: _Effects) -> None:
+def _apply_to_schedules(session: Session, statements: _Statements, effects: _Effects) -> None:
     """Show each changed run's status on its schedule, and settle the runs that ended.
 
     Either way the schedule rows are locked in one pass, in id order.
@@ -398,23 +433,20 @@ def _apply_to_schedules(session: Session, effects: _Effects) -> None:
     if not schedule_of:
         return
     if not effects.ended:
-        # Nothing to settle: only the rows whose latest run changed are touched.
-        shown = sorted(schedule_of.items(), key=lambda item: item[1])
-        session.connection().execute(
-            _SHOW_STATUS,
-            [
-                {"schedule_id": schedule_id, "run_id": run_id, "status": effects.status[run_id]}
-                for run_id, schedule_id in shown
-            ],
-        )
+        # Nothing to settle: only the rows whose latest run changed are touched. Each
+        # such row is locked by the one transaction that holds that run's lock.
+        by_status: dict[RunStatus, list[str]] = defaultdict(list)
+        for run_id in schedule_of:
+            by_status[effects.status[run_id]].append(run_id)
+        for status, run_ids in by_status.items():
+            ids = sorted({schedule_of[run_id] for run_id in run_ids})
+            parameters = {"schedules": ids, "runs": run_ids, "status": status.value}
+            session.connection().execute(statements.show_status, parameters)
         return
     schedules = {
         row.id: row
         for row in session.scalars(
-            select(PeriodicTask)
-            .where(PeriodicTask.id.in_(set(schedule_of.values())))
-            .order_by(PeriodicTask.id)
-            .with_for_update()
+            statements.lock_schedules, {"schedules": sorted(set(schedule_of.values()))}
         )
     }
     for run_id, schedule_id in schedule_of.items():

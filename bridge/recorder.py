@@ -46,7 +46,7 @@ from sqlalchemy.orm import QueryableAttribute, Session
 
 from .backlog import Backlog, Reply
 from .config import Settings
-from .database import Database, database_for
+from .database import Database
 from .decisions import Outcome
 from .dispatch import HEADER_SCHEDULE_ID
 from .lifecycle import settle_run
@@ -175,7 +175,9 @@ class Recorder:
     def __init__(self, app: Celery, settings: Settings | None = None) -> None:
         self.app = app
         self.settings = settings or Settings.from_app(app)
-        self.database: Database = database_for(self.settings.database_url)
+        # No connection check before each batch: a connection the server dropped
+        # fails its batch, which is tried again on a fresh one like any refused write.
+        self.database = Database(self.settings.database_url, pre_ping=False)
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
         self.backlog: Backlog[Change] = Backlog(self._apply, self.settings.recorder_retries)

@@ -4,16 +4,16 @@ Pre-loads ``--runs`` no-op task messages into a Redis queue of the run's own,
 starts one real ``celery worker`` on it and measures how fast it drains them.
 Three variants run in the same invocation, each on fresh messages:
 
-* ``plain``: the app without the recorder: the raw ceiling of the machine;
+* ``plain``: the app without the recorder: the ceiling of the machine;
 * ``recorder``: ``bridge.recorder.install(app)`` and a plain task;
 * ``bridge-task``: the recorder and ``base=bridge.BridgeTask`` (compare-and-set start).
 
 The messages are what beat sends (``bridge.dispatch.publish``: run id as task
 id, the bridge's headers), spread over ``--schedules`` schedules. For the
 recorded variants their records are real bridge runs, inserted ``SENT`` in
-bulk beforehand, with each schedule's ``last_run_id`` pointing at its latest
-run, so that the worker does exactly what it does for runs beat sent, and
-only the worker is measured. No beat runs.
+bulk beforehand, with each schedule's ``last_run_id`` naming its latest run,
+so that the worker does exactly what it does for runs beat sent, and only the
+worker is measured. No beat runs.
 
     .venv/bin/python -m bench.worker_throughput --runs 5000 --pool prefork --concurrency 2
 
@@ -22,11 +22,13 @@ tenth of the messages is done, so that the worker's start is left out), its
 ratio to ``plain``, the worker's CPU seconds per 1,000 runs (main process and
 pool children, read from ``/proc``), the CPU the database server's backends
 serving the worker used per 1,000 runs, and what the recorder asked of the
-database per run: statements and commits counted in the worker by
-SQLAlchemy's events, pool checkouts and new connections, and transactions as
-PostgreSQL counted them (``xact_commit + xact_rollback`` of the run's
-database in ``pg_stat_database``, read before the worker starts and after it
-has exited). See ``bench/README.md``.
+database per run: statement executions and the statements the server ran
+(each row of an ``executemany`` counted), commits, pool checkouts and new
+connections, counted in the worker by SQLAlchemy's events
+(``bench/worker_app.py``), and transactions as PostgreSQL counted them
+(``xact_commit + xact_rollback`` of the run's database in
+``pg_stat_database``, read before the worker starts and after it has exited).
+See ``bench/README.md``.
 """
 
 from __future__ import annotations
@@ -34,16 +36,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -52,13 +50,23 @@ import redis
 from celery import Celery
 from sqlalchemy import Engine, bindparam, create_engine, func, insert, select, text, update
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import SQLAlchemyError
 
-from bench.chaos import SetupError, check_redis, first_line, machine_busy, purge_queue, safe_url
+from bench import SetupError
+from bench.broker_probe import check_redis, new_queue, purge_queue
+from bench.harness import (
+    Process,
+    add_service_options,
+    cpu_seconds,
+    exit_status,
+    machine_busy,
+    postgres_database,
+    process_env,
+    safe_url,
+    workdir,
+)
 from bridge import Bridge, dispatch
 from bridge.models import PeriodicTask, RunStatus, TaskExecution, Trigger
 
-REPO = Path(__file__).resolve().parent.parent
 APP = "bench.worker_app"
 #: How often the bench looks at the work left in the broker.
 POLL_SECONDS = 0.02
@@ -116,20 +124,9 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         help=f"comma-separated, among {', '.join(VARIANTS)} (all)",
     )
     parser.add_argument(
-        "--pg-url",
-        default=os.environ.get(
-            "BRIDGE_BENCH_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-        ),
-        help="admin URL of the PostgreSQL server; the run creates and drops its own database",
-    )
-    parser.add_argument(
-        "--redis-url",
-        default=os.environ.get("BRIDGE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
-        help="Redis broker; the run uses a queue of its own and flushes nothing",
-    )
-    parser.add_argument(
         "--timeout", type=float, default=600.0, help="seconds allowed per variant (600)"
     )
+    add_service_options(parser, redis_url="redis://127.0.0.1:6379/14", each="the run")
     args = parser.parse_args(argv)
     for name in ("runs", "concurrency", "schedules", "rounds"):
         if getattr(args, name) < 1:
@@ -150,23 +147,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
     )
 
 
-# -- the database -----------------------------------------------------------------------
-
-
-@contextmanager
-def bench_database(admin: Engine) -> Iterator[str]:
-    """A fresh PostgreSQL database for the run, dropped afterwards."""
-    name = f"bridge_rec_{uuid.uuid4().hex[:10]}"
-    try:
-        with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
-    except SQLAlchemyError as exc:
-        raise SetupError(f"PostgreSQL at {safe_url(str(admin.url))}: {first_line(exc)}") from exc
-    try:
-        yield make_url(str(admin.url)).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+# -- the runs -----------------------------------------------------------------------------
 
 
 class Runs:
@@ -225,18 +206,15 @@ class Runs:
 
     def outcome(self) -> tuple[Counter[str], int]:
         """The runs by status, and how many schedules show their latest run's success."""
+        window = TaskExecution.plan_time.between(self.plan_times[0], self.plan_times[-1])
         with self.engine.connect() as connection:
-            statuses = Counter(
-                dict(
-                    connection.execute(  # type: ignore[arg-type]
-                        text(
-                            "SELECT status, count(*) FROM task_execution"
-                            " WHERE plan_time BETWEEN :first AND :last GROUP BY status"
-                        ),
-                        {"first": self.plan_times[0], "last": self.plan_times[-1]},
-                    ).all()
-                )
-            )
+            statuses: Counter[str] = Counter()
+            for status, count in connection.execute(
+                select(TaskExecution.status, func.count())
+                .where(window)
+                .group_by(TaskExecution.status)
+            ):
+                statuses[status] = count
             shown = connection.scalar(
                 select(func.count())
                 .select_from(PeriodicTask)
@@ -248,17 +226,18 @@ class Runs:
         return statuses, int(shown or 0)
 
 
+# -- what the server and the processes spent ------------------------------------------------
+
+
 def transactions(admin: Engine, database: str) -> int:
     """Transactions PostgreSQL has counted in ``database`` (committed and rolled back)."""
     with admin.connect() as connection:
         connection.execute(text("SELECT pg_stat_clear_snapshot()"))
-        return int(
-            connection.scalar(
-                text("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = :d"),
-                {"d": database},
-            )
-            or 0
+        count = connection.scalar(
+            text("SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = :d"),
+            {"d": database},
         )
+    return int(count or 0)
 
 
 def backends(admin: Engine, database: str) -> list[int]:
@@ -271,17 +250,12 @@ def backends(admin: Engine, database: str) -> list[int]:
         )
 
 
-# -- processes ----------------------------------------------------------------------------
-
-
 def cpu_of(pids: Sequence[int]) -> dict[int, float]:
     """CPU seconds each of ``pids`` has used so far (gone ones left out)."""
-    tick = os.sysconf("SC_CLK_TCK")
     found = {}
     for pid in pids:
         with contextlib.suppress(OSError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            found[pid] = (int(fields[11]) + int(fields[12])) / tick
+            found[pid] = cpu_seconds(pid)
     return found
 
 
@@ -300,56 +274,6 @@ def process_tree(root: int) -> list[int]:
 def spent(before: dict[int, float], after: dict[int, float]) -> float:
     """CPU used between two readings; a process that appeared in between counts from zero."""
     return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
-
-
-class Worker:
-    """One ``celery worker`` subprocess on the run's queue."""
-
-    def __init__(self, options: Options, variant: Variant, env: dict[str, str], log: Path) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            APP,
-            "worker",
-            "-l",
-            "warning",
-            "-n",
-            f"bench-{variant.name}@%h",
-            "--pool",
-            options.pool,
-            "-c",
-            str(options.concurrency),
-            "--without-mingle",
-            "--without-gossip",
-            "--without-heartbeat",
-        ]
-        env = env | {"BENCH_RECORDER": "1" if variant.recorder else "0"}
-        self.log = log
-        with log.open("ab") as out:
-            self.popen = subprocess.Popen(
-                command,
-                cwd=REPO,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def stop(self, timeout: float = 60.0) -> None:
-        if self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                print("worker did not stop in time; killed", file=sys.stderr)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.popen.pid, 9)  # leftover pool children
-        self.popen.wait()
-
-    def exited(self) -> bool:
-        return self.popen.poll() is not None
 
 
 # -- one measurement ------------------------------------------------------------------------
@@ -386,16 +310,16 @@ class Measure:
 
 
 class Bench:
-    def __init__(self, options: Options, admin: Engine, url: str, workdir: Path) -> None:
+    def __init__(self, options: Options, admin: Engine, url: str, folder: Path) -> None:
         self.options = options
         self.admin = admin
         self.url = url
         self.database = make_url(url).database or ""
         self.engine = create_engine(url, pool_size=1, max_overflow=1)
-        self.queue = f"bridge-rec-{uuid.uuid4().hex[:10]}"
+        self.queue = new_queue("rec")
         self.broker = redis.Redis.from_url(options.redis_url)
         self.publisher = Celery("bench-publisher", broker=options.redis_url)
-        self.workdir = workdir
+        self.folder = folder
         self.serial = 0
         self.schedules = self._add_schedules()
 
@@ -406,21 +330,10 @@ class Bench:
         names = [f"bench-{i:04d}" for i in range(self.options.schedules)]
         return {api.add(name, task=f"{APP}.noop", timer="@yearly").id: name for name in names}
 
-    def env(self, counts: Path) -> dict[str, str]:
-        return {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-            "CELERY_BROKER_URL": self.options.redis_url,
-            "BRIDGE_DATABASE_URL": self.url,
-            "BENCH_QUEUE": self.queue,
-            "BENCH_COUNT_DIR": str(counts),
-        }
-
     def left(self) -> int:
         """Messages not yet processed: queued, or delivered and not yet acknowledged."""
-        pipe = self.broker.pipeline()
-        pipe.llen(self.queue).hlen(f"{self.queue}.unacked")
-        queued, unacked = pipe.execute()
+        queued = self.broker.llen(self.queue)
+        unacked = self.broker.hlen(f"{self.queue}.unacked")
         return int(queued) + int(unacked)
 
     def measure(self, variant: Variant) -> Measure:
@@ -429,27 +342,24 @@ class Bench:
         if variant.recorder:
             runs.record(variant.task)
         runs.publish(self.publisher, variant.task, self.queue)
-        counts = Path(tempfile.mkdtemp(prefix="counts-", dir=self.workdir))
+        counts = Path(tempfile.mkdtemp(prefix="counts-", dir=self.folder))
+        env = process_env(self.url, self.options.redis_url, self.queue)
+        env |= {"BENCH_RECORDER": "1" if variant.recorder else "0", "BENCH_COUNT_DIR": str(counts)}
+        worker = Process(f"worker-{variant.name}", self.command(variant), self.folder, env)
         before_tx = transactions(self.admin, self.database)
-        worker = Worker(self.options, variant, self.env(counts), self.workdir / "worker.log")
+        worker.start()
         try:
             start = self.options.runs - int(self.options.runs * WARMUP)
             deadline = time.monotonic() + self.options.timeout
-            while self.left() > start:
-                self._check(worker, deadline)
-                time.sleep(POLL_SECONDS)
+            self.wait_until(start, worker, deadline)
             began = time.monotonic()
-            tree = process_tree(worker.popen.pid)
+            tree = process_tree(worker.pid)
             worker_before = cpu_of(tree)
             db_before = cpu_of(backends(self.admin, self.database))
             machine_before = machine_busy()
-            while self.left() > 0:
-                self._check(worker, deadline)
-                time.sleep(POLL_SECONDS)
+            self.wait_until(0, worker, deadline)
             elapsed = time.monotonic() - began
             worker_after = cpu_of(tree)
-            worker_cpu = spent(worker_before, worker_after)
-            main_cpu = worker_after[worker.popen.pid] - worker_before[worker.popen.pid]
             database_cpu = spent(db_before, cpu_of(backends(self.admin, self.database)))
             machine_cpu = machine_busy() - machine_before
         finally:
@@ -457,14 +367,14 @@ class Bench:
         totals: Counter[str] = Counter()
         for path in counts.glob("counts-*.json"):
             totals.update(json.loads(path.read_text()))
-        statuses, shown = runs.outcome() if variant.recorder else (Counter(), 0)
+        statuses, shown = runs.outcome() if variant.recorder else (Counter[str](), 0)
         return Measure(
             variant=variant.name,
             total=self.options.runs,
             runs=start,
             seconds=elapsed,
-            worker_cpu=worker_cpu,
-            main_cpu=main_cpu,
+            worker_cpu=spent(worker_before, worker_after),
+            main_cpu=worker_after[worker.pid] - worker_before[worker.pid],
             database_cpu=database_cpu,
             machine_cpu=machine_cpu,
             executions=totals["executions"],
@@ -477,14 +387,39 @@ class Bench:
             schedules_shown=shown,
         )
 
-    def _check(self, worker: Worker, deadline: float) -> None:
-        if worker.exited():
-            raise SetupError(f"the worker exited; see {worker.log}")
-        if time.monotonic() > deadline:
-            raise SetupError(f"not drained within {self.options.timeout:g}s; see {worker.log}")
+    def command(self, variant: Variant) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            APP,
+            "worker",
+            "-l",
+            "warning",
+            "-n",
+            f"bench-{variant.name}@%h",
+            "--pool",
+            self.options.pool,
+            "-c",
+            str(self.options.concurrency),
+            "--without-mingle",
+            "--without-gossip",
+            "--without-heartbeat",
+        ]
+
+    def wait_until(self, left: int, worker: Process, deadline: float) -> None:
+        """Until at most ``left`` messages are left; SetupError if the worker gives up."""
+        while self.left() > left:
+            if not worker.alive():
+                raise SetupError(f"the worker exited; its log:\n{worker.log_tail()}")
+            if time.monotonic() > deadline:
+                raise SetupError(f"not drained within {self.options.timeout:g}s")
+            time.sleep(POLL_SECONDS)
 
     def close(self) -> None:
         purge_queue(self.options.redis_url, self.queue)
+        self.broker.close()
         self.engine.dispose()
 
 
@@ -511,9 +446,8 @@ def describe(measure: Measure, plain: float | None, options: Options) -> str:
             f" connections opened {measure.connections}"
         )
         done = measure.statuses.get(RunStatus.SUCCESS.value, 0)
-        expected = options.runs
-        line += f"\n{'':<12} records SUCCESS {done}/{expected}"
-        if done != expected:
+        line += f"\n{'':<12} records SUCCESS {done}/{options.runs}"
+        if done != options.runs:
             line += f" (by status: {dict(measure.statuses)})"
         line += f", schedules showing it {measure.schedules_shown}/{options.schedules}"
     return line
@@ -521,11 +455,10 @@ def describe(measure: Measure, plain: float | None, options: Options) -> str:
 
 def run(options: Options) -> int:
     check_redis(options.redis_url)
-    workdir = Path(tempfile.mkdtemp(prefix="bridge-rec-"))
     admin = create_engine(options.pg_url, isolation_level="AUTOCOMMIT", pool_size=1)
     try:
-        with bench_database(admin) as url:
-            bench = Bench(options, admin, url, workdir)
+        with workdir("rec") as folder, postgres_database(options.pg_url, "bridge_rec_") as url:
+            bench = Bench(options, admin, url, folder)
             try:
                 print(
                     f"worker throughput: {options.runs} no-op runs per variant,"
@@ -533,10 +466,7 @@ def run(options: Options) -> int:
                     f" {options.schedules} schedules, {options.rounds} round(s);"
                     f" rates over the last {1 - WARMUP:.0%} of each drain"
                 )
-                print(
-                    f"database {safe_url(url)}, broker {options.redis_url} queue {bench.queue};"
-                    f" logs in {workdir}"
-                )
+                print(f"database {safe_url(url)}, broker {options.redis_url} queue {bench.queue}")
                 results: dict[str, list[Measure]] = {v.name: [] for v in options.variants}
                 for round_ in range(1, options.rounds + 1):
                     for variant in options.variants:
@@ -558,16 +488,14 @@ def run(options: Options) -> int:
                         print(f"{name:<12} {rate:8.0f} runs/s  ratio {ratio:4.2f}")
             finally:
                 bench.close()
-    except SetupError as exc:
-        print(f"setup failed: {exc}", file=sys.stderr)
-        return 2
     finally:
         admin.dispose()
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run(parse_options(argv))
+    options = parse_options(argv)
+    return exit_status(lambda: run(options))
 
 
 if __name__ == "__main__":

@@ -4,10 +4,11 @@ Writing each status change in its own transaction, in the thread that runs
 the task, would cost every run several round trips to the database and
 would stall the worker's consumer on the ``RECEIVED`` write. Instead every
 write joins one queue per process, and a daemon thread writes what has
-gathered, in the order it was made, one transaction per batch: under load
-a batch holds the writes of many runs, and when the worker is idle a write
-goes out at once. Only the compare-and-set start of a
-:class:`bridge.task.BridgeTask` waits for its answer (:meth:`Backlog.ask`).
+gathered over :data:`GATHER` seconds in one transaction: under load a batch
+holds the writes of many runs. The writes of one run are written in the
+order they were made. Only the compare-and-set start of a
+:class:`bridge.task.BridgeTask` waits for its answer (:meth:`Backlog.ask`):
+it goes at once, with the earlier writes of its own run, ahead of the rest.
 
 The same queue rides out a database outage. A batch the database refuses
 stays at the head of the queue and is tried again, a few times quickly and

@@ -93,6 +93,13 @@ class Database:
         #: Test each pooled connection before use (one round trip per transaction).
         self.pre_ping = pre_ping
         self._lock = threading.Lock()
+        # A thread of the parent (the recorder's writer) may hold the lock at
+        # the instant a pool child is forked: the child must not inherit it held.
+        os.register_at_fork(
+            before=self._lock.acquire,
+            after_in_parent=self._lock.release,
+            after_in_child=self._lock.release,
+        )
         self._pid = -1
         self._engine: Engine | None = None
         self._sessions: sessionmaker[Session] | None = None

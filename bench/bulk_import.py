@@ -44,8 +44,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.pool import NullPool
+from bench.harness import postgres_database
 
 REPO = Path(__file__).resolve().parent.parent
 CELERY = [sys.executable, "-m", "celery", "-A", "workers.app", "bridge"]
@@ -147,16 +146,8 @@ def database(kind: str, workdir: Path) -> Iterator[str]:
         for leftover in workdir.glob(path.name + "*"):
             leftover.unlink()
         return
-    name = f"bridge_bulk_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with postgres_database(PG_ADMIN_URL, "bridge_bulk_") as url:
+        yield url
 
 
 def bench(kind: str, count: int, files: dict[str, Path], workdir: Path) -> bool:

@@ -51,11 +51,11 @@ def port_open(host: str, port: int) -> bool:
 
 
 @contextmanager
-def postgres_database() -> Iterator[str]:
-    """A fresh, empty PostgreSQL database for one test, dropped afterwards."""
+def postgres_database(prefix: str = "bridge_test_") -> Iterator[str]:
+    """A fresh, empty PostgreSQL database ``<prefix><random>`` for one test, dropped afterwards."""
     if not port_open("127.0.0.1", 5432):
         unavailable("PostgreSQL", "nothing listens on 127.0.0.1:5432")
-    name = f"bridge_test_{uuid.uuid4().hex[:10]}"
+    name = f"{prefix}{uuid.uuid4().hex[:10]}"
     # No pool: a test may restart the server between creating and dropping.
     admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
     with admin.connect() as connection:

@@ -17,18 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
-from sqlalchemy.pool import NullPool
 
 from bench.bulk_import import write_lines
 from tests.support import (
     CELERY,
-    PG_ADMIN_URL,
     Env,
     execute,
-    port_open,
+    postgres_database,
     rows,
-    unavailable,
     wait_for,
 )
 
@@ -45,18 +41,8 @@ def pg_url() -> Iterator[str]:
     Overrides the suite's ``pg_url`` (whose databases are ``bridge_test_*``)
     so that these tests keep to their own names; ``pg_env`` builds on it.
     """
-    if not port_open("127.0.0.1", 5432):
-        unavailable("PostgreSQL", "nothing listens on 127.0.0.1:5432")
-    name = f"bridge_bulk_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with postgres_database("bridge_bulk_") as url:
+        yield url
 
 
 @pytest.fixture(params=["embedded_env", "pg_env"])

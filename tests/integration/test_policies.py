@@ -392,7 +392,11 @@ def test_resume_from_catchup_and_from_now(pg_env: Env) -> None:
     # --from catchup: the catch-up policy (all) runs every occurrence missed while paused.
     runs = history(env, "pr-catchup")
     plan_times = [r["plan_time"] for r in runs]
-    assert all(b - a == SEC for a, b in pairwise(plan_times)), plan_times
+    # The occurrence that falls due while the last catch-up run is still open
+    # may be skipped (overlap skip); no other gap.
+    gaps = [b - a for a, b in pairwise(plan_times)]
+    assert all(gap in (SEC, 2 * SEC) for gap in gaps), plan_times
+    assert sum(gap != SEC for gap in gaps) <= 1, plan_times
     during = [r for r in runs if paused + SEC < r["plan_time"] < resuming]
     assert len(during) >= 2
     assert all(r["trigger"] == "catchup" for r in during), during

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -162,6 +163,11 @@ def _outcome_of(session: Session, run_id: str) -> Outcome | None:
     run = session.get(TaskExecution, run_id)
     if run is None or RunStatus(run.status) in NON_FINAL_STATUSES:
         return None
+    return _ended(run)
+
+
+def _ended(run: Any) -> Outcome:
+    """The :class:`Outcome` of a run (a record or a row with its columns) that is final."""
     return Outcome(
         trigger=Trigger(run.trigger),
         status=RunStatus(run.status),
@@ -220,15 +226,7 @@ def settle_runs(session: Session, run_ids: Sequence[str], now: datetime) -> None
     ).all()
     # Runs of one schedule are settled in the order given: each sees the row the one before left.
     for run in sorted(ended, key=lambda run: position[run.id]):
-        outcome = Outcome(
-            trigger=Trigger(run.trigger),
-            status=RunStatus(run.status),
-            plan_time=run.plan_time,
-            attempt=run.attempt,
-            finished_at=run.finished_at or run.updated_at,
-            error=run.error,
-        )
-        settle_run(session, run.PeriodicTask, run.id, outcome, now)
+        settle_run(session, run.PeriodicTask, run.id, _ended(run), now)
 
 
 def settle_run(

@@ -11,7 +11,7 @@ import pytest
 from bridge import Bridge
 from bridge.database import database_for
 
-from .support import Env, describe, postgres_database, redis_broker
+from .support import Env, describe, postgres_database, rabbitmq_broker, redis_broker
 
 
 @pytest.fixture
@@ -54,6 +54,13 @@ def redis_url() -> str:
     return redis_broker()
 
 
+@pytest.fixture
+def amqp_url() -> Iterator[str]:
+    """A RabbitMQ virtual host of the test's own."""
+    with rabbitmq_broker() as url:
+        yield url
+
+
 def _env(tmp_path: Path, database_url: str, broker_url: str | None) -> Iterator[Env]:
     env = Env(tmp_path, database_url, broker_url)
     env.cli("migrate")
@@ -71,6 +78,12 @@ def pg_env(tmp_path: Path, pg_url: str, redis_url: str) -> Iterator[Env]:
 
 
 @pytest.fixture
+def pg_rabbitmq_env(tmp_path: Path, pg_url: str, amqp_url: str) -> Iterator[Env]:
+    """PostgreSQL + RabbitMQ, migrated through the CLI; processes stopped afterwards."""
+    yield from _env(tmp_path, pg_url, amqp_url)
+
+
+@pytest.fixture
 def embedded_env(tmp_path: Path, sqlite_url: str) -> Iterator[Env]:
     """The quick-start default: SQLite and the filesystem broker."""
     yield from _env(tmp_path, sqlite_url, None)
@@ -83,7 +96,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     env = next(
         (
             item.funcargs.get(name)
-            for name in ("pg_env", "embedded_env")
+            for name in ("pg_env", "pg_rabbitmq_env", "embedded_env")
             if name in getattr(item, "funcargs", {})
         ),
         None,

@@ -26,6 +26,8 @@ PG_ADMIN_URL = os.environ.get(
     "BRIDGE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
 REDIS_URL = os.environ.get("BRIDGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+#: The RabbitMQ server; each test gets a virtual host of its own on it.
+AMQP_URL = os.environ.get("BRIDGE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
 
 T = TypeVar("T")
 
@@ -103,6 +105,36 @@ def redis_broker() -> str:
 
     redis.Redis.from_url(REDIS_URL).flushdb()
     return REDIS_URL
+
+
+@contextmanager
+def rabbitmq_broker() -> Iterator[str]:
+    """An AMQP URL on a fresh RabbitMQ virtual host for one test, deleted afterwards.
+
+    A virtual host keeps one test's queues, exchanges and messages away from
+    any other run on the same server. ``rabbitmqctl`` creates it; where the
+    command is missing or not allowed (a server in a container), the default
+    virtual host is used, which is fine for one test run at a time.
+    """
+    host, port = "127.0.0.1", 5672
+    if not port_open(host, port):
+        unavailable("RabbitMQ", f"nothing listens on {host}:{port}")
+    vhost = f"bridge_test_{uuid.uuid4().hex[:10]}"
+    control = shutil.which("rabbitmqctl")
+    created = False
+    if control is not None:
+        created = all(
+            subprocess.run([control, *args], capture_output=True, timeout=60).returncode == 0
+            for args in (
+                ["add_vhost", vhost],
+                ["set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"],
+            )
+        )
+    try:
+        yield AMQP_URL.rstrip("/") + "/" + (vhost if created else "")
+    finally:
+        if created and control is not None:
+            subprocess.run([control, "delete_vhost", vhost], capture_output=True, timeout=60)
 
 
 def wait_for(

@@ -48,7 +48,7 @@ from .models import (
 )
 from .policy import Overlap, Policies, PolicyFields
 from .spec import build_definition, check_name, parse_json, require_occurrence
-from .store import Store, insert_ignoring_duplicates
+from .store import Sent, Store, insert_ignoring_duplicates
 from .timers import Timer, parse_timer, upcoming
 
 #: Where :meth:`Bridge.resume` restarts a schedule.
@@ -129,6 +129,7 @@ class Schedule(_View):
     total_run_count: int
     skipped_count: int
     missed_count: int
+    expired_count: int
     worker: str | None
     marked: datetime | None
 
@@ -156,6 +157,7 @@ class Run(_View):
     trigger: str
     status: str
     queued_at: datetime | None
+    expires_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
     runtime: float | None
@@ -581,6 +583,8 @@ class Bridge:
         raises :class:`~bridge.errors.SendFailed`.
         """
         store = Store(self.database)
+        # A run sent by hand carries no expiry of the policy, only its options'.
+        expires = dispatch.expires_at(payload, utcnow(), None)
         try:
             dispatch.publish(
                 app,
@@ -590,12 +594,13 @@ class Bridge:
                 schedule_name=schedule.name,
                 plan_time=plan_time,
                 trigger=trigger,
+                expires=expires,
             )
         except Exception as exc:
             reason = f"could not send: {type(exc).__name__}: {exc}".splitlines()[0]
             store.finish_runs([run_id], RunStatus.FAILURE, utcnow(), reason)
             raise SendFailed(schedule.name, reason, command) from exc
-        store.mark_sent([(schedule.id, run_id)], utcnow())
+        store.mark_sent([Sent(schedule.id, run_id, expires)], utcnow())
 
     def _default_timezone(self) -> str:
         return (self.app.conf.timezone if self.app is not None else None) or "UTC"

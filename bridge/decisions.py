@@ -35,6 +35,11 @@ NOTE_PAST_END = "finished: past its end time"
 NOTE_NO_RUNS_LEFT = "finished: no runs remaining"
 FINISHED_NOTES = frozenset({NOTE_NO_OCCURRENCE, NOTE_PAST_END, NOTE_NO_RUNS_LEFT})
 
+#: The error of a run ``REVOKED`` because its message expired before a worker
+#: started it (recorded by the worker that discards it, or by beat when no
+#: worker received it).
+EXPIRED = "expired"
+
 
 @dataclass(frozen=True)
 class OpenRun:
@@ -403,6 +408,8 @@ class Settlement:
     wake: bool = False
     #: The schedule is done (a fixed delay whose next run would pass its end).
     finish_note: str | None = None
+    #: The run expired before it started: counted on the schedule.
+    expired: bool = False
 
 
 #: The triggers of runs the schedule's policies govern.
@@ -417,8 +424,16 @@ def settle(state: State, outcome: Outcome, is_latest: bool, now: datetime) -> Se
     last failed attempt of an occurrence counts once towards the breaker; a
     success resets it; REVOKED does neither. Manual and backfill runs change
     nothing but may free a held occurrence. ``is_latest`` says the run is the
-    schedule's latest one, whose end starts a fixed delay's interval.
+    schedule's latest one, whose end starts a fixed delay's interval. A run
+    whose message expired is counted, whatever its trigger.
     """
+    result = _settle(state, outcome, is_latest, now)
+    if outcome.status is RunStatus.REVOKED and outcome.error == EXPIRED:
+        result = replace(result, expired=True)
+    return result
+
+
+def _settle(state: State, outcome: Outcome, is_latest: bool, now: datetime) -> Settlement:
     wake = state.held is not None or _owes_work(state, now)
     if outcome.trigger not in SCHEDULED_TRIGGERS or outcome.plan_time is None:
         return Settlement(wake=wake)

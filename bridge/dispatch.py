@@ -10,7 +10,7 @@ import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from celery import Celery
@@ -122,6 +122,18 @@ def new_run(
     }
 
 
+def expires_at(payload: Payload, sent: datetime, policy: float | None) -> datetime | None:
+    """When a run's message sent at ``sent`` expires, or None if never.
+
+    An ``expires`` in the schedule's own options (seconds) wins over the
+    ``expires`` policy's ``policy`` seconds (None: the policy sets none). The
+    instant is computed here rather than by Celery so that the run's record
+    can hold the same one: a run still ``SENT`` after it was never received.
+    """
+    seconds = payload.options.get("expires", policy)
+    return None if seconds is None else sent + timedelta(seconds=seconds)
+
+
 def publish(
     app: Celery,
     payload: Payload,
@@ -131,10 +143,19 @@ def publish(
     schedule_name: str,
     plan_time: datetime,
     trigger: Trigger,
+    expires: datetime | None = None,
     producer: Any = None,
 ) -> None:
-    """Send the run's message with ``task_id`` = run id and headers naming its occurrence."""
+    """Send the run's message with ``task_id`` = run id and headers naming its occurrence.
+
+    ``expires`` (from :func:`expires_at`; None: never) replaces the
+    ``expires`` of the payload's options, so the message expires exactly
+    when its record says.
+    """
     options = dict(payload.options)
+    options.pop("expires", None)
+    if expires is not None:
+        options["expires"] = expires
     headers = dict(options.pop("headers", {}))
     headers |= {
         HEADER_SCHEDULE: schedule_name,

@@ -238,6 +238,8 @@ def settle_run(
     except ValueError:
         return  # a bad row: beat disables it with the reason when it comes due
     result = settle(state, outcome, _latest_scheduled(session, row, state) == run_id, now)
+    if result.expired:
+        row.expired_count += 1
     if result.retry is not None and (row.enabled or row.note in FINISHED_NOTES):
         # A schedule that finished with this run (its last occurrence)
         # comes back for the retry, and finishes again after it.

@@ -175,6 +175,8 @@ class PeriodicTask(Base):
     total_run_count: Mapped[int] = mapped_column(Integer, default=0)
     skipped_count: Mapped[int] = mapped_column(Integer, default=0)
     missed_count: Mapped[int] = mapped_column(Integer, default=0)
+    #: Runs whose message expired before a worker started them.
+    expired_count: Mapped[int] = mapped_column(Integer, default=0)
 
     __table_args__ = (
         # The due query: enabled rows ordered by nextrun.
@@ -198,6 +200,9 @@ class TaskExecution(Base):
     trigger: Mapped[str] = mapped_column(String(16))
     status: Mapped[str] = mapped_column(String(16))
     queued_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: When the run's message expires (None: never), set when it is sent. A run
+    #: still ``SENT`` past it was dropped by the broker or will be by the worker.
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     #: When the status last changed; what staleness is measured from.

@@ -47,7 +47,7 @@ from sqlalchemy.orm import QueryableAttribute, Session
 from .backlog import Backlog, Reply
 from .config import Settings
 from .database import Database
-from .decisions import Outcome
+from .decisions import EXPIRED, Outcome
 from .dispatch import HEADER_SCHEDULE_ID
 from .lifecycle import settle_run
 from .liveness import WorkerHeartbeat
@@ -262,7 +262,7 @@ class Recorder:
         if not self.wants(headers):
             return
         task = str(getattr(request, "task_name", None) or getattr(request, "task", ""))
-        reason = "expired" if expired else "terminated" if terminated else "revoked"
+        reason = EXPIRED if expired else "terminated" if terminated else "revoked"
         self._finish(request.id, task, headers, RunStatus.REVOKED, error=reason)
 
     # -- effectively once ----------------------------------------------------------

@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from types import FrameType
@@ -45,7 +45,7 @@ from .decisions import (
 )
 from .lifecycle import apply_plan, state_of
 from .models import PeriodicTask, RunStatus, utcnow
-from .store import LostRun, Recorded, Store
+from .store import LostRun, Recorded, Sent, Store
 from .sync import sync_beat_schedule
 
 if TYPE_CHECKING:
@@ -65,6 +65,13 @@ HEARTBEAT_SECONDS = 1.0
 PUBLISH_PIPELINE = 500
 #: How long the heartbeat of a silent worker is kept after its runs were given up on.
 WORKER_EXPIRY = 3600.0
+#: How often beat looks for sent runs whose message expired before a worker received it.
+EXPIRY_SWEEP_SECONDS = 1.0
+#: How long after its message's expiry a run no worker has reported receiving
+#: is ended as expired: time for a worker that received it just in time to say so.
+EXPIRY_GRACE = 2.0
+#: The most runs one look ends as expired; the rest follow at the next.
+EXPIRY_BATCH = 500
 
 
 def _lost_reason(stale_seconds: float) -> str:
@@ -153,7 +160,8 @@ class _Fire:
     run_ids: list[str]
     #: Runs an unfinished fire recorded, which this fire completes.
     own: set[str]
-    expires: float | None
+    #: When the messages of its runs expire (None: never).
+    expires: datetime | None
     failed: bool = False
 
 
@@ -178,6 +186,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self._outage: str | None = None
         self._closed = False
         self._next_sweep = 0.0
+        self._next_expiry_sweep = 0.0
         self._next_heartbeat = 0.0
         self._started_at = utcnow()
         #: Since when this instance has reached the database without a break
@@ -271,6 +280,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         # Housekeeping after the fire, which is what the wake-up was timed for.
         self._heartbeat(utcnow())
         self._sweep(utcnow())
+        self._expire_unreceived(utcnow())
         if self._troubled:
             self._troubled = False
             return DEFECT_BACKOFF
@@ -318,7 +328,10 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             # fire from its records and publishes again under the same ids.
             self.store.release(self.instance, batch.ids)
             raise
-        self.store.mark_sent([(row.id, run_id) for row, _, run_id in published], utcnow())
+        expiry = {fire.row.id: fire.expires for fire in fires}
+        self.store.mark_sent(
+            [Sent(row.id, run_id, expiry[row.id]) for row, _, run_id in published], utcnow()
+        )
         for row, send, run_id in published:
             _log_fired(row, send, run_id)
         self._renew(batch)
@@ -430,7 +443,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if plan.revoke:
             self._revoke(row, plan.revoke, run_ids[0] if run_ids else None)
         following = None if state.fixed_delay else state.timer.next_after(now)
-        expires = state.policies.expiry(now, following)
+        expires = dispatch.expires_at(payload, now, state.policies.expiry(now, following))
         return _Fire(row, payload, plan, run_ids, {run.id for run in own}, expires)
 
     def _publish_fire(
@@ -450,11 +463,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         payload: dispatch.Payload,
         run_id: str,
         send: Send,
-        expires: float | None,
+        expires: datetime | None,
     ) -> None:
         """Send the run; a message that cannot be built fails the run and disables the row."""
-        if expires is not None and "expires" not in payload.options:
-            payload = replace(payload, options={**payload.options, "expires": expires})
         try:
             dispatch.publish(
                 self.app,
@@ -464,6 +475,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                 schedule_name=row.name,
                 plan_time=send.plan_time,
                 trigger=send.trigger,
+                expires=expires,
                 producer=self.producer,
             )
         except self._connection_errors() as exc:
@@ -591,6 +603,21 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         lost += self.store.sweep_stale(now, timedelta(seconds=stale), reason)
         _report_lost(lost)
         self.store.forget_instances(self._instance_expiry(now))
+
+    def _expire_unreceived(self, now: datetime) -> None:
+        """End the sent runs whose message expired before any worker received it.
+
+        A broker may drop an expired message unseen (RabbitMQ does), so no
+        worker ever records the run: beat ends it as expired, once a grace
+        has passed for a worker that took it just in time to record so.
+        """
+        if time.monotonic() < self._next_expiry_sweep:
+            return
+        self._next_expiry_sweep = time.monotonic() + EXPIRY_SWEEP_SECONDS
+        cutoff = now - timedelta(seconds=EXPIRY_GRACE)
+        for run in self.store.expire_unreceived(cutoff, now, EXPIRY_BATCH):
+            owner = "no schedule" if run.schedule is None else repr(run.schedule)
+            logger.info("bridge: run %s of %s ended REVOKED: %s", run.id, owner, run.reason)
 
     # -- outages, signals, config -------------------------------------------
 

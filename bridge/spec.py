@@ -144,6 +144,7 @@ class Definition:
             "total_run_count": 0,
             "skipped_count": 0,
             "missed_count": 0,
+            "expired_count": 0,
             "failure_streak": 0,
         }
 

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Integer,
     Select,
     any_,
+    bindparam,
     cast,
     delete,
     func,
@@ -32,7 +33,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from .database import Database
-from .decisions import SCHEDULED_TRIGGERS, OpenRun
+from .decisions import EXPIRED, SCHEDULED_TRIGGERS, OpenRun
 from .lifecycle import settle_runs
 from .models import (
     NON_FINAL_STATUSES,
@@ -41,6 +42,7 @@ from .models import (
     PeriodicTask,
     RunStatus,
     TaskExecution,
+    UTCDateTime,
     WorkerInstance,
 )
 
@@ -143,6 +145,14 @@ class LostRun(NamedTuple):
     id: str
     schedule: str | None
     reason: str
+
+
+class Sent(NamedTuple):
+    """A run just published: its schedule, its id and when its message expires."""
+
+    schedule_id: int
+    run_id: str
+    expires_at: datetime | None
 
 
 def _death_of(
@@ -319,8 +329,8 @@ class Store:
             }
         return Recorded(inserted - set(undone), statuses, lost)
 
-    def mark_sent(self, runs: Sequence[tuple[int, str]], now: datetime) -> None:
-        """``PENDING`` → ``SENT`` for these (schedule id, run id) pairs.
+    def mark_sent(self, runs: Sequence[Sent], now: datetime) -> None:
+        """``PENDING`` → ``SENT`` for these runs, each with its message's expiry.
 
         A worker that already reported progress keeps its status. A schedule
         that already names the run as its last shows it sent too; it is found
@@ -328,17 +338,33 @@ class Store:
         """
         if not runs:
             return
-        schedule_ids = sorted({schedule_id for schedule_id, _ in runs})
-        run_ids = [run_id for _, run_id in runs]
+        schedule_ids = sorted({run.schedule_id for run in runs})
+        run_ids = [run.run_id for run in runs]
+        values = {"status": RunStatus.SENT, "queued_at": now, "updated_at": now}
         with self.database.session() as session:
-            session.execute(
-                update(TaskExecution)
-                .where(
-                    among(session, TaskExecution.id, run_ids),
-                    TaskExecution.status == RunStatus.PENDING,
+            unsent = TaskExecution.status == RunStatus.PENDING
+            if session.get_bind().dialect.name == "postgresql":
+                # One statement, its runs and expiries bound as two arrays (see among).
+                sent = (
+                    func.unnest(
+                        literal(run_ids, ARRAY(TaskExecution.id.type)),
+                        literal([run.expires_at for run in runs], ARRAY(UTCDateTime())),
+                    )
+                    .table_valued("id", "expires_at")
+                    .render_derived(name="sent")
                 )
-                .values(status=RunStatus.SENT, queued_at=now, updated_at=now)
-            )
+                session.execute(
+                    update(TaskExecution)
+                    .where(TaskExecution.id == sent.c.id, unsent)
+                    .values(**values, expires_at=sent.c.expires_at)
+                )
+            else:
+                session.connection().execute(
+                    update(TaskExecution)
+                    .where(TaskExecution.id == bindparam("run_id"), unsent)
+                    .values(**values, expires_at=bindparam("expires", type_=UTCDateTime())),
+                    [{"run_id": run.run_id, "expires": run.expires_at} for run in runs],
+                )
             session.execute(
                 update(PeriodicTask)
                 .where(
@@ -349,6 +375,50 @@ class Store:
                 .values(last_status=RunStatus.SENT)
                 .execution_options(synchronize_session=False)
             )
+
+    def expire_unreceived(self, cutoff: datetime, now: datetime, limit: int) -> list[LostRun]:
+        """End, as ``REVOKED`` ``expired``, up to ``limit`` runs still ``SENT`` at ``cutoff``
+        although their message expired before it; returns them.
+
+        No worker has said it received such a run, so it never started: the
+        broker dropped the message at its expiry (RabbitMQ turns Celery's
+        expiry into a per-message TTL), or a worker will find it expired and
+        discard it. Either way it will never run, and left ``SENT`` it would
+        block its schedule until it went stale. Its schedule is settled like
+        a worker's record of the expiry: a fixed delay's next run, a held
+        occurrence or waiting catch-up work may go, and it is counted.
+        """
+        with self.database.session() as session:
+            candidates = (
+                select(TaskExecution.id)
+                .where(TaskExecution.status == RunStatus.SENT, TaskExecution.expires_at < cutoff)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            )
+            expired = session.execute(
+                update(TaskExecution)
+                .where(
+                    TaskExecution.id.in_(candidates.scalar_subquery()),
+                    TaskExecution.status == RunStatus.SENT,
+                )
+                .values(status=RunStatus.REVOKED, finished_at=now, updated_at=now, error=EXPIRED)
+                .returning(TaskExecution.id, TaskExecution.periodic_task_id)
+                .execution_options(synchronize_session=False)
+            ).all()
+            if not expired:
+                return []
+            settle_runs(session, [run_id for run_id, _ in expired], now)
+            names: dict[int | None, str] = dict(
+                session.execute(
+                    select(PeriodicTask.id, PeriodicTask.name).where(
+                        among(session, PeriodicTask.id, {s for _, s in expired if s is not None})
+                    )
+                )
+                .tuples()
+                .all()
+            )
+        reason = "expired before a worker received it"
+        return [LostRun(run_id, names.get(schedule_id), reason) for run_id, schedule_id in expired]
 
     @contextmanager
     def locked(

@@ -83,6 +83,13 @@ def pg_rabbitmq_env(tmp_path: Path, pg_url: str, amqp_url: str) -> Iterator[Env]
     yield from _env(tmp_path, pg_url, amqp_url)
 
 
+@pytest.fixture(params=["redis", "rabbitmq"])
+def broker_env(request: pytest.FixtureRequest) -> Env:
+    """PostgreSQL with each production broker in turn: Redis, then RabbitMQ."""
+    env: Env = request.getfixturevalue("pg_env" if request.param == "redis" else "pg_rabbitmq_env")
+    return env
+
+
 @pytest.fixture
 def embedded_env(tmp_path: Path, sqlite_url: str) -> Iterator[Env]:
     """The quick-start default: SQLite and the filesystem broker."""
@@ -96,7 +103,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     env = next(
         (
             item.funcargs.get(name)
-            for name in ("pg_env", "pg_rabbitmq_env", "embedded_env")
+            for name in ("pg_env", "pg_rabbitmq_env", "broker_env", "embedded_env")
             if name in getattr(item, "funcargs", {})
         ),
         None,

@@ -96,6 +96,13 @@ def once(path: str, seconds: float = 0.0) -> str:
     return "ran once"
 
 
+@app.task(bind=True)
+def delivery(self: Any) -> dict[str, Any]:
+    """Returns how its message reached the worker: exchange, routing key and priority."""
+    info = self.request.delivery_info or {}
+    return {key: info.get(key) for key in ("exchange", "routing_key", "priority")}
+
+
 @app.task
 def fail(message: str = "this task always fails") -> Any:
     """Raises, so that a run ends in FAILURE with its error and traceback recorded."""

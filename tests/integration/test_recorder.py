@@ -115,9 +115,10 @@ def test_tasks_not_sent_by_the_bridge_are_recorded_only_on_opt_in(
         assert rows(env.database_url, "SELECT id FROM task_execution") == []
 
 
-def test_bridge_task_runs_a_run_delivered_three_times_once(pg_env: Env) -> None:
-    """Guarantee 3: duplicate deliveries of one run (while it runs, after it ended) are dropped."""
-    env = pg_env
+def test_bridge_task_runs_a_run_delivered_three_times_once(broker_env: Env) -> None:
+    """Guarantee 3: duplicate deliveries of one run (while it runs, after it ended) are dropped,
+    on Redis and on RabbitMQ."""
+    env = broker_env
     journal = env.workdir / "journal.txt"
     kwargs = {"path": str(journal), "seconds": 3}
     env.cli(

@@ -33,6 +33,7 @@ def test_wheel_ships_migrations_and_migrates(tmp_path: Path) -> None:
     assert any(n.startswith("bridge/migrations/versions/0001_") for n in names)
     assert any(n.startswith("bridge/migrations/versions/0002_") for n in names)
     assert any(n.startswith("bridge/migrations/versions/0005_") for n in names)
+    assert any(n.startswith("bridge/migrations/versions/0006_") for n in names)
     assert not any(n.startswith(("tests/", "workers/", "migrations/")) for n in names)
 
     installed = tmp_path / "site"
@@ -51,4 +52,4 @@ def test_wheel_ships_migrations_and_migrates(tmp_path: Path) -> None:
         check=True,
         timeout=120,
     )
-    assert rows(url, "SELECT version_num FROM alembic_version") == [("0005",)]
+    assert rows(url, "SELECT version_num FROM alembic_version") == [("0006",)]

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from bridge.decisions import (
     CATCHUP_PER_TICK,
+    EXPIRED,
     NOTE_NO_OCCURRENCE,
     NOTE_NO_RUNS_LEFT,
     NOTE_PAST_END,
@@ -344,6 +345,16 @@ def test_success_resets_the_streak_and_revoked_neither_counts_nor_resets() -> No
     revoked = Outcome(Trigger.SCHEDULED, RunStatus.REVOKED, at(10), 1, at(12))
     assert settle(state(), ok, True, at(12)).failure_streak == 0
     assert settle(state(), revoked, True, at(12)).failure_streak is None
+
+
+@pytest.mark.parametrize("trigger", [Trigger.SCHEDULED, Trigger.MANUAL, Trigger.RETRY])
+def test_an_expired_run_is_counted_as_such_whatever_its_trigger(trigger: Trigger) -> None:
+    expired = Outcome(trigger, RunStatus.REVOKED, at(10), 1, at(13), EXPIRED)
+    replaced = Outcome(trigger, RunStatus.REVOKED, at(10), 1, at(13), "replaced by run x")
+    result = settle(state(), expired, True, at(13))
+    assert result.expired and result.failure_streak is None and result.retry is None
+    assert not settle(state(), replaced, True, at(13)).expired
+    assert not settle(state(), failed(), True, at(13)).expired
 
 
 @pytest.mark.parametrize("trigger", [Trigger.MANUAL, Trigger.BACKFILL, Trigger.EXTERNAL])

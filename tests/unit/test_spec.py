@@ -18,7 +18,7 @@ from celery import Celery
 from celery.schedules import crontab, schedule, solar
 
 from bridge.config import DEFAULT_DATABASE_URL, Settings
-from bridge.dispatch import Payload, check_options, run_id_for
+from bridge.dispatch import Payload, check_options, expires_at, run_id_for
 from bridge.errors import ValidationError
 from bridge.policy import Overlap, Policies
 from bridge.spec import (
@@ -518,3 +518,13 @@ def test_settings_refuse_non_finite_numbers(raw: str) -> None:
     with pytest.raises(ValidationError) as caught:
         Settings.from_app(None, {"BRIDGE_POLL_INTERVAL": raw})
     assert caught.value.field == "bridge_poll_interval"
+
+
+def test_a_message_expires_by_its_options_else_by_the_policy_else_never() -> None:
+    """The instant a run's message expires, as the record keeps it: options win over policy."""
+    call = Payload("t", [], {}, {})
+    own = Payload("t", [], {}, {"expires": 90})
+    assert expires_at(call, PLAN, None) is None
+    assert expires_at(call, PLAN, 30.0) == PLAN + timedelta(seconds=30)
+    assert expires_at(own, PLAN, 30.0) == PLAN + timedelta(seconds=90)
+    assert expires_at(own, PLAN, None) == PLAN + timedelta(seconds=90)

@@ -1,0 +1,164 @@
+"""Each supported broker end to end: Redis and RabbitMQ in production, the filesystem
+broker on the embedded default.
+
+What differs between brokers is what they do with a message: RabbitMQ drops
+an expired one unseen (Celery's expiry becomes a per-message TTL), publishes
+each message of a batch at once rather than in a pipeline, and carries
+priorities as message properties. These tests hold the bridge's promises on
+each: every occurrence sent once and recorded, an expired run ended within
+seconds whoever (if anyone) saw it, ``replace`` revoking the running run, and
+a message's priority and routing reaching the worker.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from datetime import timedelta
+from itertools import pairwise
+
+import pytest
+
+from tests.integration.test_policies import (
+    FINAL,
+    SEC,
+    Run,
+    add,
+    count,
+    db_runs,
+    db_schedule,
+    history,
+    now,
+    show,
+    start_beat,
+    start_worker,
+    ts,
+)
+from tests.support import Env, wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(params=["redis", "rabbitmq", "filesystem"])
+def any_env(request: pytest.FixtureRequest) -> Env:
+    """Every broker the bridge is tested with, each with its usual database."""
+    fixture = {"redis": "pg_env", "rabbitmq": "pg_rabbitmq_env", "filesystem": "embedded_env"}
+    env: Env = request.getfixturevalue(fixture[request.param])
+    return env
+
+
+def test_a_run_no_worker_received_ends_expired_within_seconds(any_env: Env) -> None:
+    """A sent run whose message expired unseen stops blocking its schedule at once.
+
+    With no worker at all, every broker keeps the run from being recorded
+    by a worker; RabbitMQ also drops the message. Beat ends it as expired a
+    couple of seconds after its expiry, counts it, and the schedule goes on.
+    """
+    env = any_env
+    add(env, "exp", "quick", "every 2s")  # expires at the next occurrence (the default)
+    beat = start_beat(env)
+    first = wait_for(lambda: history(env, "exp"), 30, what="a first run")[0]
+
+    def first_ended() -> Run | None:
+        return next((r for r in history(env, "exp") if r["id"] == first["id"]), None)
+
+    ended = wait_for(lambda: (r := first_ended()) and r["status"] in FINAL and r, 30, what="end")
+    assert (ended["status"], ended["error"], ended["started_at"]) == ("REVOKED", "expired", None)
+    # Its message expired at the following occurrence, two seconds on.
+    expires = ts(ended["expires_at"])
+    assert expires is not None and expires - ended["plan_time"] == 2 * SEC, ended
+    # Two seconds of grace for a worker that took it just in time, one of polling, and slack.
+    assert ended["finished_at"] - expires <= 4.5 * SEC, ended
+    assert f"run {first['id']} of 'exp' ended REVOKED: expired before a worker received it" in (
+        beat.log
+    )
+
+    # Every occurrence is tried (none skipped for long behind a dead run), and a worker
+    # started now runs the next ones.
+    start_worker(env, 2)
+    wait_for(lambda: count(env, "exp", "SUCCESS") >= 2, 40, what="runs after the worker came")
+    beat.stop()
+    expired = [r for r in history(env, "exp") if r["status"] == "REVOKED"]
+    assert expired and all(r["error"] == "expired" and not r["started_at"] for r in expired)
+    assert show(env, "exp")["expired_count"] == len(expired)
+    assert not [
+        r for r in history(env, "exp") if r["status"] == "SENT" and r["queued_at"] < now() - 6 * SEC
+    ]
+
+
+def test_beat_and_worker_started_together_on_rabbitmq(pg_rabbitmq_env: Env) -> None:
+    """Schedules due when beat and worker start together never stay blocked.
+
+    The first runs may reach RabbitMQ before the worker consumes, and expire
+    there; they end as expired within seconds and the following occurrences run.
+    """
+    env = pg_rabbitmq_env
+    add(env, "every-1s", "quick", "every 1s")
+    add(env, "every-2s", "quick", "every 2s")
+    env.start("worker", "-c", "2")
+    beat = env.start("beat")
+    wait_for(
+        lambda: count(env, "every-1s", "SUCCESS") >= 8 and count(env, "every-2s", "SUCCESS") >= 4,
+        60,
+        what="both schedules to run",
+    )
+    beat.stop()
+    for name in ("every-1s", "every-2s"):
+        runs = db_runs(env, name)
+        assert all(r.status in (*FINAL, "SENT", "RECEIVED", "STARTED") for r in runs)
+        assert all(r.status in ("SUCCESS", "REVOKED") for r in runs if r.status in FINAL), runs
+        revoked = [r for r in runs if r.status == "REVOKED"]
+        assert all(r.error == "expired" for r in revoked), revoked
+        assert db_schedule(env, name).expired_count == len(revoked)
+        # An expired run blocks its schedule for its expiry and a few seconds more.
+        assert db_schedule(env, name).skipped_count <= 5 * len(revoked) + 2, name
+
+
+def test_a_batch_reaches_the_worker_once_each_with_priority_and_routing(
+    pg_rabbitmq_env: Env,
+) -> None:
+    """Beat's batched publish over RabbitMQ: each of many runs due together arrives once."""
+    env = pg_rabbitmq_env
+    names = [f"batch-{i:02}" for i in range(40)]
+    for name in names:
+        add(env, name, "quick", "every 2s", "--overlap", "allow", "--expires", "never")
+    add(env, "prio", "delivery", "every 2s", "--options", json.dumps({"priority": 7}))
+    add(env, "routed", "delivery", "every 2s", "--queue", "reports")
+    start_worker(env, 8)
+    env.start("worker", "-Q", "reports", "-c", "1").wait_log("ready", timeout=90)
+    beat = start_beat(env, BRIDGE_BATCH_SIZE="16")  # several batches per instant
+    wait_for(
+        lambda: all(count(env, name, "SUCCESS") >= 3 for name in [*names, "prio", "routed"]),
+        90,
+        what="three runs of every schedule",
+    )
+    beat.stop()
+    for name in names:
+        runs = db_runs(env, name)
+        plans = [r.plan_time for r in runs]
+        assert len(plans) == len(set(plans)), name  # one record per occurrence
+        steps = [(b - a) / timedelta(seconds=2) for a, b in pairwise(plans)]
+        assert all(step == 1 for step in steps), (name, plans)  # none missed
+    assert "Discarding" not in "".join(p.log for p in env.processes)
+    prio = [r for r in history(env, "prio") if r["status"] == "SUCCESS"]
+    assert all(ast.literal_eval(r["result"])["priority"] == 7 for r in prio), prio
+    routed = [r for r in history(env, "routed") if r["status"] == "SUCCESS"]
+    assert all(ast.literal_eval(r["result"])["routing_key"] == "reports" for r in routed), routed
+    assert all(str(r["worker"]).startswith("worker-1@") for r in routed), routed
+
+
+def test_replace_revokes_the_running_run_on_rabbitmq(pg_rabbitmq_env: Env) -> None:
+    """Overlap ``replace`` over RabbitMQ: the running run is terminated and recorded."""
+    env = pg_rabbitmq_env
+    add(env, "rep", "slow", "every 3s", "--overlap", "replace", seconds=20)
+    worker = start_worker(env, 4)
+    beat = start_beat(env)
+    wait_for(lambda: count(env, "rep", "REVOKED") >= 2, 40, what="two replaced runs")
+    beat.stop()
+    runs = history(env, "rep")
+    replaced = [r for r in runs if r["status"] == "REVOKED"]
+    for run in replaced:
+        assert str(run["error"]).startswith("replaced by run "), run
+        assert run["finished_at"] - (run["started_at"] or run["queued_at"]) < 10 * SEC, run
+    assert any(f"Terminating {r['id']}" in worker.log for r in replaced if r["started_at"])
+    assert not [r for r in runs if r["status"] == "SUCCESS"]

@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session
 from . import dispatch
 from .config import Settings
 from .database import Database, database_for
-from .decisions import first_at_or_after, occurrences
+from .decisions import FINISHED_NOTES, Forecast, first_at_or_after, forecast, occurrences
 from .errors import (
     DuplicateSchedule,
     RunSkipped,
@@ -37,6 +37,7 @@ from .errors import (
     SendFailed,
     ValidationError,
 )
+from .lifecycle import state_of
 from .models import (
     BeatInstance,
     PeriodicTask,
@@ -49,8 +50,14 @@ from .models import (
 from .policy import Overlap, Policies, PolicyFields
 from .spec import build_definition, check_name, parse_json, require_occurrence
 from .store import Sent, Store, insert_ignoring_duplicates
-from .timers import Timer, parse_timer, upcoming
+from .timers import Timer, parse_timer
 
+#: The most runs :meth:`Bridge.forecast` (``bridge next``) looks ahead.
+MAX_FORECAST = 1000
+#: Why a fixed-delay schedule whose run is under way has no next run yet.
+NOTE_RUNNING_RUN = "after the running run completes"
+#: Why a schedule whose owed work waits for an open run has no next run yet.
+NOTE_OPEN_RUN = "when its open run ends"
 #: Where :meth:`Bridge.resume` restarts a schedule.
 RESUME_FROM = ("now", "catchup")
 #: The overlap choices of a manual run or a backfill: ``buffer_one`` holds a
@@ -521,15 +528,35 @@ class Bridge:
             )
             return [Run.of(row) for row in rows]
 
+    def forecast(self, name: str, count: int = 5, now: datetime | None = None) -> Forecast:
+        """The next ``count`` runs beat will send for the schedule, as it will send them.
+
+        The same rules beat applies (see :func:`bridge.decisions.forecast`):
+        start and end bounds, remaining runs, jitter (each run's window and
+        its exact time), an owed retry or held occurrence, and what beat will
+        catch up of occurrences already overdue. ``end`` says why no more
+        follow: the schedule is paused, broken or finishes, waits for an open
+        run to end, or has a fixed delay, whose later runs depend on when
+        each run completes.
+        """
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_FORECAST:
+            raise ValidationError("count", count, f"a whole number from 1 to {MAX_FORECAST}")
+        with self.database.session() as session:
+            row = self._row(session, name)
+            if not row.enabled:
+                return Forecast([], _disabled_note(row.note, row.broken))
+            state = state_of(row)
+            nextrun = row.nextrun
+        if nextrun is None:
+            waiting = NOTE_RUNNING_RUN if state.fixed_delay else NOTE_OPEN_RUN
+            return Forecast([], waiting)
+        return forecast(state, nextrun, now or utcnow(), count)
+
     def next_runs(
         self, name: str, count: int = 5, now: datetime | None = None
     ) -> builtins.list[datetime]:
-        """The next ``count`` fire times of the schedule's timer after ``now``."""
-        if count < 1:
-            raise ValidationError("count", count, "a whole number of at least 1")
-        schedule = self.get(name)
-        timer_ = parse_timer(schedule.timer, schedule.timezone, schedule.anchor)
-        return upcoming(timer_, now or utcnow(), count)
+        """When beat will send the schedule's next ``count`` runs (see :meth:`forecast`)."""
+        return [run.fire_at for run in self.forecast(name, count, now).runs]
 
     # -- helpers -------------------------------------------------------------------
 
@@ -610,6 +637,14 @@ class Bridge:
             return None
         self.app.loader.import_default_modules()
         return set(self.app.tasks.keys())
+
+
+def _disabled_note(note: str | None, broken: bool) -> str:
+    """Why a disabled schedule has no run to come: its own note, said as paused unless
+    it finished or broke."""
+    if broken or note in FINISHED_NOTES:
+        return note or "broken"
+    return f"paused: {note}" if note else "paused"
 
 
 def _payload(schedule: Schedule) -> dispatch.Payload:

@@ -15,10 +15,12 @@ from typing import Any, BinaryIO, TextIO, TypeVar
 import click
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from .api import Bridge, Run, Schedule
+from .api import MAX_FORECAST, NOTE_RUNNING_RUN, Bridge, Run, Schedule
 from .bulk import export_schedules, import_schedules
 from .database import error_reason
+from .decisions import Upcoming
 from .errors import BridgeError
+from .models import Trigger
 from .policy import POLICY_NAMES
 from .timers import format_duration
 
@@ -69,7 +71,7 @@ def state(schedule: Schedule) -> str:
 def next_run_text(schedule: Schedule) -> str:
     """``nextrun`` for people: a fixed-delay schedule has none while its run is under way."""
     if schedule.nextrun is None and schedule.fixed_delay:
-        return "after the running run completes"
+        return NOTE_RUNNING_RUN
     return local(schedule.nextrun)
 
 
@@ -483,18 +485,55 @@ def _history_row(run: Run) -> list[str]:
 
 @bridge.command(name="next")
 @click.argument("name")
-@click.option("--count", default=5, show_default=True, type=int, help="How many fire times.")
+@click.option(
+    "--count",
+    default=5,
+    show_default=True,
+    type=int,
+    help=f"How many runs (at most {MAX_FORECAST}).",
+)
 @click.option("--json", "as_json", is_flag=True, help="ISO-8601 UTC JSON output.")
 @click.pass_context
 @fails_in_one_line
 def next_runs(ctx: click.Context, name: str, count: int, as_json: bool) -> None:
-    """The next fire times of a schedule."""
-    times = _bridge(ctx).next_runs(name, count)
+    """When beat will send the schedule's next runs, as it will send them.
+
+    Start and end, remaining runs, pause, jitter, retries and catch-up are
+    applied as beat applies them; a last line says why no more follow.
+    """
+    outlook = _bridge(ctx).forecast(name, count)
     if as_json:
-        echo_json([t.isoformat() for t in times])
+        echo_json({"runs": [_upcoming_json(run) for run in outlook.runs], "end": outlook.end})
         return
-    for value in times:
-        click.echo(local(value))
+    for run in outlook.runs:
+        click.echo("  ".join(filter(None, [local(run.fire_at), _upcoming_text(run)])))
+    if outlook.end is not None:
+        click.echo(f"no more: {outlook.end}" if outlook.runs else outlook.end)
+
+
+def _upcoming_json(run: Upcoming) -> dict[str, Any]:
+    return {
+        "fire_at": run.fire_at.isoformat(),
+        "occurrence": run.occurrence.isoformat(),
+        "latest": run.latest.isoformat(),
+        "trigger": run.trigger.value,
+        "attempt": run.attempt,
+        "after_previous": run.after_previous,
+    }
+
+
+def _upcoming_text(run: Upcoming) -> str:
+    """What ``next`` says of a run beyond its time: why it is sent then, and its jitter window."""
+    notes = []
+    if run.trigger is Trigger.RETRY:
+        notes.append(f"attempt {run.attempt} of {local(run.occurrence)}")
+    elif run.trigger is not Trigger.SCHEDULED:
+        notes.append(f"{run.trigger.value} of {local(run.occurrence)}")
+    elif run.latest > run.occurrence:
+        notes.append(f"jitter: {local(run.occurrence)} to {local(run.latest)}")
+    if run.after_previous:
+        notes.append("once the run before it has ended")
+    return "; ".join(notes)
 
 
 @bridge.command()

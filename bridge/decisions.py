@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from .models import RunStatus, Trigger
-from .policy import Catchup, Overlap, Policies, jitter_offset
+from .policy import Catchup, Overlap, Policies, jitter_bound, jitter_offset
 from .timers import IntervalTimer, Timer
 
 #: Catch-up ``all`` sends at most this many occurrences of one schedule per tick.
@@ -135,10 +135,21 @@ def first_at_or_after(timer: Timer, moment: datetime) -> datetime | None:
 
 def fire_time(state: State, occurrence: datetime) -> datetime:
     """When an occurrence fires: the occurrence plus its jitter offset."""
-    following = None if state.fixed_delay else state.timer.next_after(occurrence)
     return occurrence + jitter_offset(
-        state.schedule_id, occurrence, state.policies.jitter, following
+        state.schedule_id, occurrence, state.policies.jitter, _following(state, occurrence)
     )
+
+
+def latest_fire_time(state: State, occurrence: datetime) -> datetime:
+    """The end of the occurrence's jitter window: it fires no later than this when on time."""
+    return occurrence + jitter_bound(
+        state.policies.jitter, occurrence, _following(state, occurrence)
+    )
+
+
+def _following(state: State, occurrence: datetime) -> datetime | None:
+    """The occurrence after ``occurrence``, which bounds its jitter (none for a fixed delay)."""
+    return None if state.fixed_delay else state.timer.next_after(occurrence)
 
 
 def wake_time(
@@ -154,6 +165,39 @@ def wake_time(
     if state.retry_at is not None:
         candidates.append(state.retry_at)
     return min((t for t in candidates if after is None or t > after), default=None)
+
+
+@dataclass(frozen=True)
+class Rest:
+    """Where a row rests after beat acted on it or one of its runs ended."""
+
+    #: When beat next acts on it (None: when a running run ends, or never).
+    nextrun: datetime | None
+    #: Why the schedule is done, or None while it has work left.
+    finished: str | None
+
+
+def rest(
+    state: State,
+    next_occurrence: datetime | None,
+    now: datetime,
+    waiting: bool = False,
+    runs_open: bool = False,
+) -> Rest:
+    """``nextrun`` from the cursor and pending work, or the note that finishes the schedule.
+
+    Work that waits for an open run to end (``waiting``, a held occurrence)
+    is woken by the end of that run, not by the clock; if no run is open
+    (``runs_open``: the run ended while beat was deciding) the row is due at once.
+    """
+    # Waiting: only a time still ahead wakes the row; what is overdue waits for the run's end.
+    nextrun = wake_time(state, next_occurrence, now if waiting else None)
+    if (waiting or state.held is not None) and not runs_open:
+        nextrun = now
+    finished = None
+    if state.held is None and state.retry_at is None and not waiting:
+        finished = finish_note(state, next_occurrence, state.policies.remaining)
+    return Rest(nextrun, finished)
 
 
 def finish_note(
@@ -331,6 +375,102 @@ def resume(state: State, recorded: list[OpenRun]) -> Plan:
         sent_retry=retries[-1].attempt if retries else None,
         remaining=None if remaining is None else remaining - len(occurrences_sent),
     )
+
+
+def advance(state: State, plan: Plan) -> State:
+    """The row's state once beat has carried out ``plan`` on it (no edit made meanwhile).
+
+    A sent retry is no longer owed; the cursor, the held occurrence and the
+    remaining runs are the plan's.
+    """
+    retry_sent = plan.sent_retry is not None and plan.sent_retry == state.retry_attempt
+    return replace(
+        state,
+        next_occurrence=plan.next_occurrence,
+        held=plan.held,
+        policies=replace(state.policies, remaining=plan.remaining),
+        retry_plan=None if retry_sent else state.retry_plan,
+        retry_attempt=None if retry_sent else state.retry_attempt,
+        retry_at=None if retry_sent else state.retry_at,
+    )
+
+
+@dataclass(frozen=True)
+class Upcoming:
+    """A run beat will send: its occurrence, when, and why."""
+
+    #: The occurrence the run is for (its plan time).
+    occurrence: datetime
+    #: When beat sends it: the occurrence plus its jitter offset, or as soon
+    #: as beat acts for an occurrence that is overdue.
+    fire_at: datetime
+    #: The end of the occurrence's jitter window (the occurrence itself without jitter).
+    latest: datetime
+    trigger: Trigger
+    attempt: int = 1
+    #: Sent when the run before it ends (catch-up and retries one after another).
+    after_previous: bool = False
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """The runs beat will send for a schedule, and why no more are known."""
+
+    runs: list[Upcoming]
+    #: Why there is no run beyond these (the schedule finishes, is paused, waits
+    #: for a run to end, ...); None when more would follow.
+    end: str | None = None
+
+
+#: Why a fixed-delay schedule's forecast stops after its next run.
+NOTE_FIXED_DELAY = "each later run is due one interval after the run before it completes"
+#: How many decisions :func:`forecast` may take per run it is asked for, so that a
+#: schedule whose decisions send nothing (catch-up ``none``) still ends the search.
+_FORECAST_STEPS = 4
+
+
+def forecast(state: State, nextrun: datetime | None, now: datetime, count: int) -> Forecast:
+    """The next ``count`` runs beat will send for a row due at ``nextrun``, at most.
+
+    Beat's own rules, step by step: at each wake-up :func:`decide` says what
+    is sent, :func:`advance` and :func:`rest` say where the row goes next,
+    exactly as beat applies them. So the start and end bounds, the remaining
+    runs, jitter, an owed retry, a held occurrence and the catch-up of
+    overdue occurrences all come out as beat will act on them. It assumes
+    every run ends before the next one is due (a run still open makes beat
+    skip, hold or wait as the overlap policy says) and that no one edits the
+    schedule meanwhile. A fixed delay's next run is known only once the run
+    before it has ended, so at most the first is given.
+    """
+    found: list[Upcoming] = []
+    due, after_previous, end = nextrun, False, None
+    for _ in range(_FORECAST_STEPS * count + 2):
+        if due is None or len(found) >= count:
+            break
+        tick = max(due, now)
+        plan = decide(replace(state, nextrun=due), tick, [])
+        for send in plan.sends:
+            found.append(
+                Upcoming(
+                    occurrence=send.plan_time,
+                    fire_at=tick,
+                    latest=latest_fire_time(state, send.plan_time),
+                    trigger=send.trigger,
+                    attempt=send.attempt,
+                    after_previous=after_previous,
+                )
+            )
+        after_previous = plan.waiting
+        if state.fixed_delay and plan.sends:
+            end = NOTE_FIXED_DELAY
+            break
+        state = advance(state, plan)
+        position = rest(state, state.next_occurrence, tick, plan.waiting)
+        if position.finished is not None:
+            end = position.finished
+            break
+        due = position.nextrun
+    return Forecast(found[:count], end if len(found) <= count else None)
 
 
 def _due_occurrences(

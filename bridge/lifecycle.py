@@ -24,10 +24,10 @@ from .decisions import (
     Outcome,
     Plan,
     State,
-    finish_note,
+    advance,
     first_at_or_after,
+    rest,
     settle,
-    wake_time,
 )
 from .models import (
     FINAL_STATUSES,
@@ -102,11 +102,16 @@ def apply_plan(
                 row.next_occurrence = done.next_occurrence
                 if done.finish_note is not None:
                     row.enabled, row.note = False, done.finish_note
-    row.held = plan.held
-    if plan.sent_retry is not None and row.retry_attempt == plan.sent_retry:
-        row.retry_plan = row.retry_attempt = row.retry_at = None
+    # As the row is now: a worker may have owed a new retry meanwhile, which stays owed.
+    after = advance(state_of(row), plan)
+    row.held = after.held
+    row.retry_plan, row.retry_attempt, row.retry_at = (
+        after.retry_plan,
+        after.retry_attempt,
+        after.retry_at,
+    )
     if row.remaining == claimed.remaining:
-        row.remaining = plan.remaining
+        row.remaining = after.policies.remaining
     row.skipped_count += plan.skipped
     row.missed_count += plan.missed
     if sent:
@@ -121,23 +126,13 @@ def apply_plan(
 
 
 def _set_nextrun(session: Session, row: PeriodicTask, now: datetime, waiting: bool = False) -> None:
-    """``nextrun`` from the row's cursor and pending work; finish a schedule with none left.
-
-    Work that waits for an open run to end (``waiting``, a held occurrence)
-    is woken by the end of that run, not by the clock; if the run ended
-    while beat was deciding, the row is due at once.
-    """
-    state = state_of(row)
-    # Waiting: only a time still ahead wakes the row; what is overdue waits for the run's end.
-    nextrun = wake_time(state, row.next_occurrence, now if waiting else None)
-    if (waiting or row.held is not None) and not _has_open_runs(session, row.id):
-        nextrun = now
-    row.nextrun = nextrun
-    if row.held is None and row.retry_at is None and not waiting:
-        note = finish_note(state, row.next_occurrence, row.remaining)
-        if note is not None:
-            row.enabled = False
-            row.note = note
+    """``nextrun`` from the row's cursor and pending work; finish a schedule with none left."""
+    runs_open = (waiting or row.held is not None) and _has_open_runs(session, row.id)
+    position = rest(state_of(row), row.next_occurrence, now, waiting, runs_open)
+    row.nextrun = position.nextrun
+    if position.finished is not None:
+        row.enabled = False
+        row.note = position.finished
 
 
 def _has_open_runs(session: Session, schedule_id: int) -> bool:

@@ -237,6 +237,13 @@ class Policies:
         return parse_duration(self.expires).total_seconds()
 
 
+def jitter_bound(jitter: timedelta, occurrence: datetime, following: datetime | None) -> timedelta:
+    """The most an occurrence may be delayed: ``jitter``, or half the gap to the next if less."""
+    if following is None:
+        return jitter
+    return min(jitter, (following - occurrence) / 2)
+
+
 def jitter_offset(
     schedule_id: int, occurrence: datetime, jitter: timedelta, following: datetime | None
 ) -> timedelta:
@@ -245,11 +252,9 @@ def jitter_offset(
     Derived from the schedule and the occurrence rather than drawn at random,
     so every beat instance computes the same fire time for the same occurrence.
     """
-    if not jitter:
+    bound = jitter_bound(jitter, occurrence, following)
+    if not bound:
         return timedelta(0)
-    bound = jitter
-    if following is not None:
-        bound = min(bound, (following - occurrence) / 2)
     digest = hashlib.blake2b(
         f"{schedule_id}/{occurrence.astimezone(UTC).isoformat()}".encode(), digest_size=8
     ).digest()

@@ -277,16 +277,20 @@ def test_add_disabled_then_remove(api: Bridge) -> None:
 
 
 def test_next_runs_of_a_cron_across_a_dst_change(api: Bridge) -> None:
-    """next_runs gives exact instants; 09:00 Paris is 08:00 UTC in winter, 07:00 in summer."""
-    api.add("dst", task=QUICK, timer="0 9 * * *", timezone="Europe/Paris")
-    now = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)
-    assert api.next_runs("dst", count=4, now=now) == [
-        datetime(2026, 3, 28, 8, 0, tzinfo=UTC),
-        datetime(2026, 3, 29, 7, 0, tzinfo=UTC),
-        datetime(2026, 3, 30, 7, 0, tzinfo=UTC),
-        datetime(2026, 3, 31, 7, 0, tzinfo=UTC),
+    """next_runs gives exact instants; 09:00 Paris is 08:00 UTC in winter, 07:00 in summer.
+
+    The schedule starts just before the change (Paris moves on 28 March 2027), and
+    its first run is the start bound's, not the timer's next after now.
+    """
+    start = "2027-03-26T12:00:00+00:00"
+    api.add("dst", task=QUICK, timer="0 9 * * *", timezone="Europe/Paris", start=start)
+    assert api.next_runs("dst", count=4) == [
+        datetime(2027, 3, 27, 8, 0, tzinfo=UTC),
+        datetime(2027, 3, 28, 7, 0, tzinfo=UTC),
+        datetime(2027, 3, 29, 7, 0, tzinfo=UTC),
+        datetime(2027, 3, 30, 7, 0, tzinfo=UTC),
     ]
-    assert api.next_runs("dst", count=1, now=now) == [datetime(2026, 3, 28, 8, 0, tzinfo=UTC)]
+    assert api.next_runs("dst", count=1) == [datetime(2027, 3, 27, 8, 0, tzinfo=UTC)]
 
 
 def test_next_runs_of_a_one_shot_stops_after_its_instant(api: Bridge) -> None:

@@ -6,6 +6,7 @@ exact instants a user would see in the run history and in ``nextrun``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 from bridge.decisions import (
     CATCHUP_PER_TICK,
     EXPIRED,
+    NOTE_FIXED_DELAY,
     NOTE_NO_OCCURRENCE,
     NOTE_NO_RUNS_LEFT,
     NOTE_PAST_END,
@@ -25,6 +27,8 @@ from bridge.decisions import (
     decide,
     finish_note,
     fire_time,
+    first_at_or_after,
+    forecast,
     resume,
     settle,
     split_stale,
@@ -33,12 +37,13 @@ from bridge.decisions import (
 )
 from bridge.models import RunStatus, Trigger
 from bridge.policy import Catchup, Overlap, Policies
-from bridge.timers import Timer, parse_timer
+from bridge.timers import Timer, parse_timer, upcoming
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TEN = timedelta(seconds=10)
 EVERY_10S = parse_timer("every 10s", "UTC", T0)
 HOURLY = parse_timer("0 * * * *", "UTC")
+HOUR = timedelta(hours=1)
 
 
 def open_run(run_id: str, updated_at: datetime, status: str = "STARTED") -> OpenRun:
@@ -513,3 +518,91 @@ def test_jitter_never_reaches_the_following_occurrence(
     assert occurrence <= fire_at <= occurrence + timedelta(seconds=jitter)
     assert fire_at < occurrence + timedelta(seconds=seconds)
     assert fire_time(row, occurrence) == fire_at  # every beat instance agrees
+
+
+# ------------------------------------------------------------------ forecast (bridge next)
+
+
+def test_a_forecast_applies_start_remaining_and_says_why_it_ends() -> None:
+    """``--start`` in the future and ``--remaining 3``: three runs from the start, then done."""
+    policies = Policies.build({"start": at(5 * 3600).isoformat(), "remaining": 3})
+    row = State(1, HOURLY, policies, None)
+    first = first_at_or_after(HOURLY, at(5 * 3600))
+    assert first is not None
+    outlook = forecast(replace(row, next_occurrence=first), first, T0, 10)
+    assert [run.occurrence for run in outlook.runs] == [first + k * HOUR for k in range(3)]
+    assert [run.fire_at for run in outlook.runs] == [run.occurrence for run in outlook.runs]
+    assert outlook.end == NOTE_NO_RUNS_LEFT
+
+
+def test_a_forecast_stops_at_the_end_bound() -> None:
+    row = state(end=at(35).isoformat())
+    outlook = forecast(row, at(10), T0, 10)
+    assert [run.occurrence for run in outlook.runs] == [at(10), at(20), at(30)]
+    assert outlook.end == NOTE_PAST_END
+
+
+def test_a_forecast_gives_each_jittered_run_its_exact_time_and_window() -> None:
+    row = state(jitter="4s")
+    runs = forecast(row, wake_time(row, at(10)), T0, 3).runs
+    for k, run in enumerate(runs, start=1):
+        assert run.occurrence == at(10 * k)
+        assert run.fire_at == fire_time(row, run.occurrence)
+        assert run.latest == run.occurrence + timedelta(seconds=4)
+        assert run.occurrence <= run.fire_at <= run.latest
+
+
+def test_a_forecast_of_an_overdue_schedule_is_what_beat_catches_up_now() -> None:
+    """Catch-up ``latest`` sends the newest missed occurrence at once; ``all`` sends every
+    one in turn, each once the run before it ends (overlap skip); then the timer resumes."""
+    now = at(35)
+    latest = forecast(state(next_occurrence=at(10)), at(10), now, 2).runs
+    assert [(r.occurrence, r.fire_at, r.trigger) for r in latest] == [
+        (at(30), now, Trigger.CATCHUP),
+        (at(40), at(40), Trigger.SCHEDULED),
+    ]
+    every = forecast(state(next_occurrence=at(10), catchup="all"), at(10), now, 4).runs
+    assert [(r.occurrence, r.fire_at, r.after_previous) for r in every] == [
+        (at(10), now, False),
+        (at(20), now, True),
+        (at(30), now, True),
+        (at(40), at(40), False),
+    ]
+
+
+def test_a_forecast_of_a_fixed_delay_gives_only_the_next_run() -> None:
+    timer = parse_timer("every 1h after completion", "UTC", T0)
+    outlook = forecast(State(1, timer, Policies(), at(60)), at(60), T0, 5)
+    assert [run.occurrence for run in outlook.runs] == [at(60)]
+    assert outlook.end == NOTE_FIXED_DELAY
+
+
+def test_a_forecast_sends_an_owed_retry_first() -> None:
+    owed = state(max_attempts=3, retry=(at(0), 2, at(4)))
+    runs = forecast(owed, at(4), at(1), 2).runs
+    assert [(r.occurrence, r.fire_at, r.trigger, r.attempt) for r in runs] == [
+        (at(0), at(4), Trigger.RETRY, 2),
+        (at(10), at(10), Trigger.SCHEDULED, 1),
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.sampled_from(
+        ["every 7s", "every 1h30m", "*/15 * * * *", "0 9 * * mon-fri", "30 2 * * *", "@monthly"]
+    ),
+    zone=st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"]),
+    now=ANCHORS,
+    count=st.integers(min_value=1, max_value=30),
+)
+def test_a_plain_schedule_forecasts_its_timer_occurrences(
+    text: str, zone: str, now: datetime, count: int
+) -> None:
+    """Without policies the forecast is the timer's own occurrences after now, each on time."""
+    timer = parse_timer(text, zone, now)
+    first = timer.next_after(now)
+    assert first is not None
+    outlook = forecast(State(1, timer, Policies(), first), first, now, count)
+    assert [run.occurrence for run in outlook.runs] == upcoming(timer, now, count)
+    assert all(run.fire_at == run.occurrence == run.latest for run in outlook.runs)
+    assert outlook.end is None

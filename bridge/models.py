@@ -1,8 +1,10 @@
-"""The two tables of the bridge: ``periodic_task`` (schedules) and ``task_execution`` (runs).
+"""The four tables of the bridge.
 
-Their names and the meaning of their columns are part of the project's
-contract (see ``docs/design.md``); the Alembic revisions under ``migrations/``
-create exactly what is declared here.
+``periodic_task`` (schedules) and ``task_execution`` (runs) are the
+project's contract: their names and the meaning of their columns are fixed
+(see ``docs/design.md``). ``beat_instance`` and ``worker_instance`` hold the
+heartbeats of beat instances and of workers. The Alembic revisions under
+``migrations/`` create exactly what is declared here.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from tests.integration.test_policies import (
     SEC,
     Run,
     add,
+    cold_stop,
     count,
     db_runs,
     db_schedule,
@@ -162,3 +163,4 @@ def test_replace_revokes_the_running_run_on_rabbitmq(pg_rabbitmq_env: Env) -> No
         assert run["finished_at"] - (run["started_at"] or run["queued_at"]) < 10 * SEC, run
     assert any(f"Terminating {r['id']}" in worker.log for r in replaced if r["started_at"])
     assert not [r for r in runs if r["status"] == "SUCCESS"]
+    cold_stop(worker)  # its last run would sleep on for 20 s

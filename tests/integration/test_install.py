@@ -1,0 +1,355 @@
+"""What a user installs works: the README's install line, in a clean environment.
+
+The sdist is built, the wheel is built from the sdist, and the wheel is
+installed into new virtual environments exactly as the README's install
+line says (its extras, nothing of the test or development ones, no editable
+install). There, with that environment's own ``celery`` and a small project
+of the user's own (the README's "Using it in your project"), a real worker
+and ``celery beat -S bridge`` run a schedule to ``SUCCESS``: on PostgreSQL
+with Redis and with RabbitMQ, on the embedded default (SQLite and the
+filesystem broker) with no extra at all, with every direct dependency at
+its lowest allowed version, and on the newest supported Python.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tarfile
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from packaging.version import Version
+
+from tests.support import (
+    REPO,
+    CeleryProcess,
+    postgres_database,
+    rabbitmq_broker,
+    redis_broker,
+    unavailable,
+    wait_for,
+)
+
+pytestmark = pytest.mark.e2e
+
+#: The newest Python the project supports (see README and pyproject's classifiers).
+NEWEST_PYTHON = "3.13"
+
+#: The user's project: the README's app, configured from the environment of the test.
+PROJECT = """\
+import os
+from pathlib import Path
+
+from celery import Celery
+
+import bridge.recorder
+
+app = Celery("proj", broker=os.environ["PROJ_BROKER_URL"])
+app.conf.bridge_database_url = os.environ["PROJ_DATABASE_URL"]
+if app.conf.broker_url.startswith("filesystem://"):
+    folder = Path("broker")
+    for sub in ("queue", "control"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    app.conf.broker_transport_options = {
+        "data_folder_in": "broker/queue",
+        "data_folder_out": "broker/queue",
+        "control_folder": "broker/control",
+        "polling_interval": 0.2,
+    }
+
+bridge.recorder.install(app)
+
+
+@app.task
+def add(x, y):
+    return x + y
+"""
+
+
+def readme_install_line() -> str:
+    """The README's install line: ``pip install 'celery-periodic-bridge[...]'``."""
+    found = re.search(r"^\$ (pip install '(celery-periodic-bridge[^']*)')$", readme(), re.M)
+    assert found, "the README has no install line"
+    return found.group(2)
+
+
+def readme() -> str:
+    return (REPO / "README.md").read_text()
+
+
+@dataclass(frozen=True)
+class Dist:
+    sdist: Path
+    wheel: Path
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
+    """The sdist, and the wheel built from it (``python -m build`` does both)."""
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    [sdist] = out.glob("celery_periodic_bridge-*.tar.gz")
+    [wheel] = out.glob("celery_periodic_bridge-*.whl")
+    return Dist(sdist, wheel)
+
+
+def interpreter(version: str) -> str:
+    """A Python ``version`` interpreter: on the PATH, or one pyenv built."""
+    built = Path.home().glob(f".pyenv/versions/{version}*/bin/python{version}")
+    for candidate in (f"python{version}", *sorted(str(path) for path in built)):
+        try:
+            subprocess.run([candidate, "--version"], check=True, capture_output=True)
+        except (OSError, subprocess.CalledProcessError):
+            continue
+        return candidate
+    unavailable(f"Python {version}", f"no python{version} on the PATH or under ~/.pyenv")
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class Venv:
+    path: Path
+
+    @property
+    def bin(self) -> Path:
+        return self.path / "bin"
+
+    def python(self, code: str) -> str:
+        result = subprocess.run(
+            [str(self.bin / "python"), "-c", code],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=clean_environ(self),
+            timeout=120,
+        )
+        return result.stdout
+
+
+def make_venv(where: Path, python: str, requirement: str, *pip_args: str) -> Venv:
+    """A new virtual environment with ``pip install <requirement>``, as a user would run it."""
+    subprocess.run([python, "-m", "venv", str(where)], check=True, timeout=300)
+    venv = Venv(where)
+    install = [str(venv.bin / "pip"), "install", "--quiet", *pip_args, requirement]
+    result = subprocess.run(install, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, f"{shlex.join(install)} failed:\n{result.stderr}"
+    return venv
+
+
+def with_extras(wheel: Path, line: str) -> str:
+    """The README's requirement with the wheel in place of the name, extras kept."""
+    return str(wheel) + line.removeprefix("celery-periodic-bridge")
+
+
+def clean_environ(venv: Venv, **extra: str) -> dict[str, str]:
+    """Nothing of the test run's environment: no PYTHONPATH, no BRIDGE_* or CELERY_*."""
+    return {
+        "PATH": f"{venv.bin}{os.pathsep}/usr/bin{os.pathsep}/bin",
+        "HOME": str(Path.home()),
+        "LANG": "C.UTF-8",
+        **extra,
+    }
+
+
+@pytest.fixture(scope="module")
+def readme_venv(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """The README's install line, on the Python running the tests (the oldest supported)."""
+    requirement = with_extras(dist.wheel, readme_install_line())
+    return make_venv(tmp_path_factory.mktemp("venv") / "env", sys.executable, requirement)
+
+
+@pytest.fixture(scope="module")
+def bare_venv(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Venv:
+    """No extra at all: what the embedded default needs."""
+    return make_venv(tmp_path_factory.mktemp("venv") / "env", sys.executable, str(dist.wheel))
+
+
+def lowest_constraints(where: Path) -> Path:
+    """Every direct dependency of pyproject.toml pinned to its lower bound."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *project["optional-dependencies"]["postgres"]]
+    wanted += project["optional-dependencies"]["redis"]
+    pins = []
+    for requirement in wanted:
+        found = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[[^]]*\])?>=([0-9.]+)", requirement)
+        assert found, f"{requirement}: every dependency has a lower bound"
+        pins.append(f"{found.group(1)}=={found.group(2)}")
+    path = where / "lowest.txt"
+    path.write_text("\n".join(pins) + "\n")
+    return path
+
+
+class Project:
+    """The user's project folder, run with one virtual environment's ``celery``."""
+
+    def __init__(self, venv: Venv, folder: Path, database_url: str, broker_url: str) -> None:
+        self.venv = venv
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "proj.py").write_text(PROJECT)
+        self.environ = clean_environ(
+            venv, PROJ_DATABASE_URL=database_url, PROJ_BROKER_URL=broker_url
+        )
+        self.processes: list[CeleryProcess] = []
+
+    def celery(self, *args: str) -> subprocess.CompletedProcess[str]:
+        command = [str(self.venv.bin / "celery"), "-A", "proj", *args]
+        result = subprocess.run(
+            command, cwd=self.folder, env=self.environ, capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, f"{shlex.join(command)}:\n{result.stdout}{result.stderr}"
+        return result
+
+    def start(self, name: str, *args: str) -> CeleryProcess:
+        command = [str(self.venv.bin / "celery"), "-A", "proj", *args]
+        process = CeleryProcess(name, command, self.folder, self.environ)
+        self.processes.append(process)
+        return process
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()
+
+    def history(self, name: str) -> list[dict[str, object]]:
+        return list(json.loads(self.celery("bridge", "history", name, "--json").stdout))
+
+
+def runs_on(venv: Venv, folder: Path, database_url: str, broker_url: str) -> None:
+    """The README's steps in the user's project: migrate, add, worker, beat, runs SUCCESS."""
+    project = Project(venv, folder, database_url, broker_url)
+    try:
+        assert "is at the latest schema" in project.celery("bridge", "migrate").stdout
+        project.celery(
+            "bridge", "add", "hello", "--task", "proj.add", "--timer", "every 2s",
+            "--kwargs", '{"x": 1, "y": 2}',
+        )  # fmt: skip
+        worker = project.start("worker", "worker", "-l", "info", "-c", "1")
+        worker.wait_log("ready", timeout=120)
+        beat = project.start("beat", "beat", "-S", "bridge", "-l", "info")
+
+        def succeeded() -> list[dict[str, object]]:
+            return [r for r in project.history("hello") if r["status"] == "SUCCESS"]
+
+        done = wait_for(lambda: len(succeeded()) >= 2 and succeeded(), 90, what="two runs")
+        assert all(r["result"] == "3" and r["trigger"] == "scheduled" for r in done), done
+        run_id = project.celery("bridge", "run", "hello").stdout.split()[-1]
+        wait_for(lambda: any(r["id"] == run_id for r in succeeded()), 60, what="the manual run")
+        logs = worker.log + beat.log
+        assert "Traceback" not in logs and "ModuleNotFoundError" not in logs, logs[-3000:]
+    except BaseException:
+        for process in project.processes:
+            print(f"===== {process.name} =====\n{process.log[-4000:]}")
+        raise
+    finally:
+        project.stop()
+
+
+def test_the_readme_install_line_is_the_documented_one() -> None:
+    """The README names the extras this test installs; each is one pyproject declares."""
+    line = readme_install_line()
+    extras = re.fullmatch(r"celery-periodic-bridge\[([a-z,]+)\]", line)
+    assert extras, line
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    for extra in extras.group(1).split(","):
+        assert extra in declared["optional-dependencies"], extra
+
+
+def test_postgresql_and_redis(readme_venv: Venv, tmp_path: Path) -> None:
+    with postgres_database() as database_url:
+        runs_on(readme_venv, tmp_path / "proj", database_url, redis_broker())
+
+
+def test_postgresql_and_rabbitmq(readme_venv: Venv, tmp_path: Path) -> None:
+    with postgres_database() as database_url, rabbitmq_broker() as broker_url:
+        runs_on(readme_venv, tmp_path / "proj", database_url, broker_url)
+
+
+def test_the_embedded_default_needs_no_extra(bare_venv: Venv, tmp_path: Path) -> None:
+    database_url = f"sqlite:///{tmp_path / 'proj' / 'bridge.db'}"
+    runs_on(bare_venv, tmp_path / "proj", database_url, "filesystem://")
+
+
+def test_every_command_has_help(readme_venv: Venv, tmp_path: Path) -> None:
+    """``celery -A proj bridge --help`` and each subcommand's, from the installed group."""
+    project = Project(readme_venv, tmp_path / "proj", "sqlite:///bridge.db", "filesystem://")
+    commands = readme_venv.python("from bridge.cli import bridge\nprint(*bridge.commands)").split()
+    assert {"add", "migrate", "run", "next", "history"} <= set(commands)
+    listing = project.celery("bridge", "--help").stdout
+    for command in commands:
+        assert f"  {command} " in listing, command
+        assert project.celery("bridge", command, "--help").stdout.startswith("Usage: ")
+
+
+def test_every_module_imports_with_only_what_its_extra_installs(
+    readme_venv: Venv, bare_venv: Venv
+) -> None:
+    """No module of the package needs a test or development dependency.
+
+    With the README's extras every module imports; with none, every module
+    but the PostgreSQL change listener, which needs the ``postgres`` extra.
+    """
+    probe = (
+        "import importlib, pkgutil, bridge\n"
+        "for info in pkgutil.walk_packages(bridge.__path__, 'bridge.'):\n"
+        "    try:\n"
+        "        importlib.import_module(info.name)\n"
+        "    except ModuleNotFoundError as exc:\n"
+        "        print(info.name, exc.name)\n"
+    )
+    assert readme_venv.python(probe) == ""
+    assert bare_venv.python(probe).splitlines() == ["bridge.changes psycopg"]
+
+
+def test_the_lowest_allowed_versions(dist: Dist, tmp_path: Path) -> None:
+    """Every direct dependency at the lower bound pyproject.toml gives it."""
+    constraints = lowest_constraints(tmp_path)
+    venv = make_venv(
+        tmp_path / "env", sys.executable, with_extras(dist.wheel, readme_install_line()),
+        "--constraint", str(constraints),
+    )  # fmt: skip
+    installed = venv.python(
+        "from importlib.metadata import version\n"
+        "print(version('celery'), version('kombu'), version('sqlalchemy'))"
+    ).split()
+    pins = dict(line.split("==") for line in constraints.read_text().split())
+    lowest = [pins["celery"], pins["kombu"], pins["sqlalchemy"]]
+    assert [Version(v) for v in installed] == [Version(v) for v in lowest]
+    with postgres_database() as database_url:
+        runs_on(venv, tmp_path / "proj", database_url, redis_broker())
+
+
+def test_the_newest_supported_python(dist: Dist, tmp_path: Path) -> None:
+    python = interpreter(NEWEST_PYTHON)
+    venv = make_venv(tmp_path / "env", python, with_extras(dist.wheel, readme_install_line()))
+    assert venv.python("import sys; print(sys.version)").startswith(NEWEST_PYTHON)
+    with postgres_database() as database_url:
+        runs_on(venv, tmp_path / "proj", database_url, redis_broker())
+
+
+def test_the_sdist_holds_what_the_wheel_is_built_from(dist: Dist) -> None:
+    """The wheel was built from the sdist; both carry every migration, the wheel no tests."""
+    revisions = sorted(p.name for p in (REPO / "migrations" / "versions").glob("0*.py"))
+    names = zipfile.ZipFile(dist.wheel).namelist()
+    assert "bridge/migrations/env.py" in names
+    assert "bridge/migrations/script.py.mako" in names
+    assert [n for n in names if n.startswith("bridge/migrations/versions/0")] == [
+        f"bridge/migrations/versions/{name}" for name in revisions
+    ]
+    assert not any(n.startswith(("tests/", "workers/", "bench/", "migrations/")) for n in names)
+    with tarfile.open(dist.sdist) as sdist:
+        members = sdist.getnames()
+    for name in revisions:
+        assert any(m.endswith(f"/migrations/versions/{name}") for m in members), name

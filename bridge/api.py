@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from . import dispatch
+from .checks import whole_number
 from .config import Settings
 from .database import Database, database_for
 from .decisions import FINISHED_NOTES, Forecast, first_at_or_after, forecast, occurrences
@@ -37,6 +38,7 @@ from .errors import (
     SendFailed,
     ValidationError,
 )
+from .extras import check_broker
 from .lifecycle import state_of
 from .models import (
     BeatInstance,
@@ -308,7 +310,9 @@ class Bridge:
 
         A new timer, time zone, start or end moves the next run to the first
         occurrence after now that the new values allow; any other change
-        leaves it. ``"none"`` clears an optional policy (``end="none"``).
+        leaves it. ``"none"`` clears an optional policy (``end="none"``). Values
+        equal to the stored ones (or none given) write nothing: ``updated_at``
+        stays as it was.
         """
         now = utcnow()
         with self.database.session() as session:
@@ -329,25 +333,38 @@ class Bridge:
                 base=current,
                 known_tasks=None if allow_unknown_task or task is None else self._known_tasks(),
             )
-            new = definition.policies
-            if (definition.timer, definition.timezone, new.start, new.end) != (
+            new, columns = definition.policies, definition.columns()
+            retimed = (definition.timer, definition.timezone, new.start, new.end) != (
                 row.timer,
                 row.timezone,
                 current.start,
                 current.end,
-            ):
-                given = row.timer if timer is None else timer
-                row.next_occurrence = row.nextrun = require_occurrence(timer_, new, now, given)
+            )
+            if not retimed and all(getattr(row, key) == value for key, value in columns.items()):
+                return Schedule.of(row)
+            if retimed:
+                written = row.timer if timer is None else timer
+                row.next_occurrence = row.nextrun = require_occurrence(timer_, new, now, written)
                 row.anchor = anchor
-            for key, value in definition.columns().items():
+            for key, value in columns.items():
                 setattr(row, key, value)
             row.updated_at = now
             return Schedule.of(row)
 
     def pause(self, name: str, note: str | None = None) -> Schedule:
-        """Stop firing the schedule until it is resumed; ``note`` says why."""
+        """Stop firing the schedule until it is resumed; ``note`` says why.
+
+        A schedule that is not enabled (paused, broken or finished) takes a
+        new note; without one, or with the note it has, pausing it again is
+        refused and writes nothing.
+        """
         with self.database.session() as session:
             row = self._row(session, name)
+            if not row.enabled and (note is None or note == row.note):
+                shown = f"paused: {row.note}" if row.note else "paused"
+                raise ValidationError(
+                    "name", name, f"a schedule that is not paused already (it is {shown})"
+                )
             row.enabled = False
             row.note = note
             row.updated_at = utcnow()
@@ -367,6 +384,10 @@ class Bridge:
         now = utcnow()
         with self.database.session() as session:
             row = self._row(session, name)
+            if row.enabled and not row.broken:
+                raise ValidationError(
+                    "name", name, "a paused or broken schedule (it is enabled: nothing to resume)"
+                )
             if from_ == "now":
                 timer_ = parse_timer(row.timer, row.timezone, row.anchor)
                 policies = Policies.from_columns(row)
@@ -457,8 +478,7 @@ class Bridge:
             raise ValidationError(
                 "to", end, "a time no later than now (later occurrences are beat's to send)"
             )
-        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-            raise ValidationError("limit", limit, "a whole number of at least 1")
+        limit = whole_number("limit", limit)
         mode = _manual_overlap(overlap)
         schedule = self.get(name)
         timer_ = parse_timer(schedule.timer, schedule.timezone, schedule.anchor)
@@ -516,8 +536,7 @@ class Bridge:
 
     def history(self, name: str, limit: int = 20) -> builtins.list[Run]:
         """The schedule's runs, newest first."""
-        if limit < 1:
-            raise ValidationError("limit", limit, "a whole number of at least 1")
+        limit = whole_number("limit", limit)
         with self.database.session() as session:
             schedule_id = self._row(session, name).id
             rows = session.scalars(
@@ -539,8 +558,7 @@ class Bridge:
         run to end, or has a fixed delay, whose later runs depend on when
         each run completes.
         """
-        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_FORECAST:
-            raise ValidationError("count", count, f"a whole number from 1 to {MAX_FORECAST}")
+        count = whole_number("count", count, high=MAX_FORECAST)
         with self.database.session() as session:
             row = self._row(session, name)
             if not row.enabled:
@@ -571,8 +589,11 @@ class Bridge:
             return [Run.of(session.get_one(TaskExecution, run_id)) for run_id in run_ids]
 
     def _sender(self) -> Celery:
+        """The app to send with, its broker's library known to be there before anything
+        is written."""
         if self.app is None:
             raise ValidationError("app", None, "a Celery app to send the run with")
+        check_broker(self.app)
         return self.app
 
     def _make_way(

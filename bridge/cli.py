@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, BinaryIO, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
 import click
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from .api import MAX_FORECAST, NOTE_RUNNING_RUN, Bridge, Run, Schedule
 from .bulk import export_schedules, import_schedules
+from .checks import INT_MAX, whole_number
 from .database import error_reason
 from .decisions import Upcoming
-from .errors import BridgeError
+from .errors import BridgeError, ValidationError
 from .models import Trigger
 from .policy import POLICY_NAMES
 from .timers import format_duration
@@ -228,7 +230,69 @@ def policy_options(command: F) -> F:
     )
 
 
-@click.group(name="bridge")
+@contextmanager
+def usage_in_one_line() -> Iterator[None]:
+    """A usage error (unknown option or command, missing argument, bad value) as one
+    ``Error:`` line and exit status 1, like every other failure of the commands.
+
+    Only the help shown when no command is given stays as click prints it.
+    """
+    try:
+        yield
+    except click.exceptions.NoArgsIsHelpError:
+        raise
+    except click.MissingParameter as exc:
+        raise click.ClickException(" ".join(exc.format_message().split())) from None
+    except click.BadParameter as exc:
+        # A value a typed option refused: "count: got 'lots', expected a whole number ...".
+        name = exc.param.name if exc.param is not None and exc.param.name else "value"
+        raise click.ClickException(f"{name}: {exc.message}") from None
+    except click.UsageError as exc:
+        raise click.ClickException(" ".join(exc.format_message().split())) from None
+
+
+class OneLineGroup(click.Group):
+    """The ``bridge`` group: its usage errors and its commands' read as one line."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        with usage_in_one_line():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with usage_in_one_line():
+            return super().invoke(ctx)
+
+
+if TYPE_CHECKING:
+    _IntType = click.ParamType[int]
+else:  # click's ParamType is generic from 8.2 on; the bridge supports 8.1.2
+    _IntType = click.ParamType
+
+
+class WholeNumber(_IntType):
+    """A whole number option with a range, refused in the project's words."""
+
+    name = "N"
+
+    def __init__(self, high: int = INT_MAX) -> None:
+        self.high = high
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        try:
+            return whole_number(
+                param.name if param and param.name else "value", value, 1, self.high
+            )
+        except ValidationError as exc:
+            self.fail(f"got {value!r}, expected {exc.expected}", param, ctx)
+
+
+@click.group(name="bridge", cls=OneLineGroup)
 def bridge() -> None:
     """Manage the bridge's schedules and read their runs."""
 
@@ -258,9 +322,9 @@ def add(
     disabled: bool,
 ) -> None:
     """Create a schedule."""
-    for required in ("task", "timer"):
+    for required, what in (("task", "a Celery task name"), ("timer", "a timer")):
         if required not in definition:
-            raise click.UsageError(f"--{required} is required")
+            raise ValidationError(required, None, f"{what}, given with --{required}")
     schedule = _bridge(ctx).add(name, **definition, **policies, enabled=not disabled)
     click.echo(f"added {schedule.name}: next run {next_run_text(schedule)}")
 
@@ -275,8 +339,16 @@ def edit(
     ctx: click.Context, name: str, definition: dict[str, Any], policies: dict[str, Any]
 ) -> None:
     """Change some fields of a schedule; those not given keep their values."""
-    schedule = _bridge(ctx).edit(name, **definition, **policies)
-    click.echo(f"changed {schedule.name}: next run {next_run_text(schedule)}")
+    if not policies and set(definition) <= {"allow_unknown_task"}:
+        raise click.UsageError(
+            f"edit {name!r}: nothing to change; expected at least one of --task, --timer, "
+            "--args, --kwargs, --timezone, --queue, --options or a policy option"
+        )
+    api = _bridge(ctx)
+    before = api.get(name)
+    schedule = api.edit(name, **definition, **policies)
+    done = "changed" if schedule.updated_at != before.updated_at else "unchanged"
+    click.echo(f"{done} {schedule.name}: next run {next_run_text(schedule)}")
 
 
 @bridge.command(name="ls")
@@ -423,7 +495,7 @@ def run(ctx: click.Context, name: str, overlap: str) -> None:
     "--limit",
     default=100,
     show_default=True,
-    type=int,
+    type=WholeNumber(),
     help="Refuse a range with more occurrences than this.",
 )
 @click.pass_context
@@ -443,7 +515,7 @@ def backfill(ctx: click.Context, name: str, start: str, end: str, overlap: str, 
 
 @bridge.command()
 @click.argument("name")
-@click.option("--limit", default=20, show_default=True, type=int, help="How many runs.")
+@click.option("--limit", default=20, show_default=True, type=WholeNumber(), help="How many runs.")
 @click.option("--json", "as_json", is_flag=True, help="ISO-8601 UTC JSON output.")
 @click.pass_context
 @fails_in_one_line
@@ -489,7 +561,7 @@ def _history_row(run: Run) -> list[str]:
     "--count",
     default=5,
     show_default=True,
-    type=int,
+    type=WholeNumber(MAX_FORECAST),
     help=f"How many runs (at most {MAX_FORECAST}).",
 )
 @click.option("--json", "as_json", is_flag=True, help="ISO-8601 UTC JSON output.")
@@ -569,7 +641,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 
 
 @bridge.command(name="import")
-@click.argument("source", metavar="FILE", type=click.File("rb"))
+@click.argument("file", metavar="FILE", type=click.File("rb"))
 @click.option(
     "--dry-run", is_flag=True, help="Check every line and report what it would do; write nothing."
 )
@@ -587,7 +659,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @fails_in_one_line
 def import_(
     ctx: click.Context,
-    source: BinaryIO,
+    file: BinaryIO,
     dry_run: bool,
     all_or_nothing: bool,
     allow_unknown_task: bool,
@@ -600,7 +672,7 @@ def import_(
     """
     report = import_schedules(
         _bridge(ctx),
-        source,
+        file,
         allow_unknown_task=allow_unknown_task,
         all_or_nothing=all_or_nothing,
         dry_run=dry_run,

@@ -19,10 +19,11 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
-from .errors import BridgeError
+from .errors import BridgeError, ValidationError
+from .extras import MissingExtra, scheme_of
 
 #: Any number works; it only has to be the same in every process that migrates.
 _MIGRATE_LOCK_KEY = 0x62726964  # "brid"
@@ -66,6 +67,35 @@ def _prepare_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+#: What ``bridge_database_url`` may be, in a refusal.
+_URL_FORMS = (
+    "a SQLAlchemy URL of SQLite ('sqlite:///path/bridge.db') or PostgreSQL "
+    "('postgresql+psycopg://user:password@host:5432/dbname')"
+)
+
+
+def checked_url(url: str) -> str:
+    """``url`` as the bridge connects with it: SQLite, or PostgreSQL through psycopg 3.
+
+    ``postgresql://`` and ``postgres://`` mean psycopg 3, the one PostgreSQL
+    driver the ``postgres`` extra installs (SQLAlchemy alone would pick
+    psycopg2). Anything else is refused naming the setting; a password in
+    the URL is never repeated.
+    """
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() in {"postgresql", "postgres"}:
+        url = f"postgresql+psycopg://{rest}"
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        shown = url if "@" not in url else f"{scheme}://<hidden>"
+        raise ValidationError("bridge_database_url", shown, _URL_FORMS) from None
+    shown = parsed.render_as_string(hide_password=True)
+    if parsed.drivername not in {"sqlite", "sqlite+pysqlite", "postgresql+psycopg"}:
+        raise ValidationError("bridge_database_url", shown, _URL_FORMS)
+    return url
+
+
 def migrations_location() -> str:
     """Where the Alembic environment is: ``bridge.migrations`` when installed.
 
@@ -89,7 +119,7 @@ class Database:
     """The engine and session factory for one database URL, rebuilt after a fork."""
 
     def __init__(self, url: str, pre_ping: bool = True) -> None:
-        self.url = url
+        self.url = checked_url(url)
         #: Test each pooled connection before use (one round trip per transaction).
         self.pre_ping = pre_ping
         self._lock = threading.Lock()
@@ -122,6 +152,12 @@ class Database:
             return self._engine
 
     def _create_engine(self) -> Engine:
+        try:
+            return self._connect_engine()
+        except ImportError as exc:  # the driver of the URL's kind is not installed
+            raise MissingExtra("bridge_database_url", scheme_of(self.url), exc) from None
+
+    def _connect_engine(self) -> Engine:
         if self.is_sqlite:
             engine = create_engine(self.url, connect_args={"timeout": 30})
             _prepare_sqlite(engine)

@@ -15,6 +15,7 @@ from typing import Any
 
 from celery import Celery
 
+from .checks import LONGEST, seconds
 from .errors import ValidationError
 from .models import RunStatus, Trigger
 
@@ -66,12 +67,17 @@ def _decode(text: str, field: str, kind: type, expected: str) -> Any:
     return value
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+def _is_seconds(value: Any) -> bool:
+    try:
+        seconds("", value)
+    except ValidationError:
+        return False
+    return True
 
 
 #: What each option's value must be, so that a bad value is refused when the
 #: schedule is written rather than when beat tries to send it.
+_SECONDS = f"a number of seconds from 0 to {int(LONGEST.total_seconds())}"
 _OPTION_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "queue": (lambda v: isinstance(v, str) and bool(v.strip()), "a queue name"),
     "routing_key": (lambda v: isinstance(v, str), "a text"),
@@ -80,10 +86,10 @@ _OPTION_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
         lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255,
         "a whole number from 0 to 255",
     ),
-    "expires": (_is_number, "a number of seconds"),
+    "expires": (_is_seconds, _SECONDS),
     "headers": (lambda v: isinstance(v, dict), "a JSON object"),
-    "time_limit": (_is_number, "a number of seconds"),
-    "soft_time_limit": (_is_number, "a number of seconds"),
+    "time_limit": (_is_seconds, _SECONDS),
+    "soft_time_limit": (_is_seconds, _SECONDS),
     "ignore_result": (lambda v: isinstance(v, bool), "true or false"),
 }
 ALLOWED_OPTIONS = frozenset(_OPTION_CHECKS)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
+from .checks import LONGEST, whole_number, whole_number_range
 from .errors import ValidationError
 from .timers import TimerSyntaxError, format_duration, parse_duration
 
@@ -53,9 +54,6 @@ class Catchup(enum.StrEnum):
 EXPIRES_NEXT = "next"
 EXPIRES_NEVER = "never"
 
-#: The longest duration a policy takes; longer ones are a mistake and would
-#: overflow the date arithmetic of the decisions.
-LONGEST = timedelta(days=3650)
 #: The size of the ``backoff`` column.
 BACKOFF_MAX_CHARS = 200
 
@@ -342,17 +340,15 @@ def _moment(field: str) -> Any:
 
 
 def _count(field: str, optional: bool) -> Any:
-    expected = "a whole number of at least 1" + (" or 'none'" if optional else "")
+    expected = whole_number_range() + (" or 'none'" if optional else "")
 
     def check(value: Any) -> int | None:
         if optional and isinstance(value, str) and value.strip().lower() in _CLEAR:
             return None
-        number = value
-        if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
-            number = int(value.strip())
-        if not isinstance(number, int) or isinstance(number, bool) or number < 1:
-            raise ValidationError(field, value, expected)
-        return number
+        try:
+            return whole_number(field, value)
+        except ValidationError:
+            raise ValidationError(field, value, expected) from None
 
     return check
 

@@ -49,6 +49,8 @@ from .config import Settings
 from .database import Database
 from .decisions import EXPIRED, Outcome
 from .dispatch import HEADER_SCHEDULE_ID
+from .errors import BridgeError
+from .extras import check_broker
 from .lifecycle import settle_run
 from .liveness import WorkerHeartbeat
 from .models import NON_FINAL_STATUSES, PeriodicTask, RunStatus, TaskExecution, Trigger, utcnow
@@ -169,18 +171,70 @@ class Change:
         return f"{self.status.value} of run {self.run_id}"
 
 
+@dataclass(frozen=True)
+class _Parts:
+    """What the recorder builds from the settings, once they are read."""
+
+    settings: Settings
+    database: Database
+    backlog: Backlog[Change]
+
+
 class Recorder:
-    """Writes run records for one app; one instance per process, shared by its threads."""
+    """Writes run records for one app; one instance per process, shared by its threads.
+
+    The settings are read when first needed (at the worker's start, see
+    :func:`install`), not when the app module installs the recorder: a bad
+    setting then stops the worker with one line, instead of failing every
+    import of the app, the CLI's included, with a traceback.
+    """
 
     def __init__(self, app: Celery, settings: Settings | None = None) -> None:
         self.app = app
-        self.settings = settings or Settings.from_app(app)
-        # No connection check before each batch: a connection the server dropped
-        # fails its batch, which is tried again on a fresh one like any refused write.
-        self.database = Database(self.settings.database_url, pre_ping=False)
+        self._given = settings
+        self._parts: _Parts | None = None
+        self._parts_lock = threading.Lock()
         self._started: dict[str, float] = {}
         self._lock = threading.Lock()
-        self.backlog: Backlog[Change] = Backlog(self._apply, self.settings.recorder_retries)
+
+    def _built(self) -> _Parts:
+        if self._parts is None:
+            with self._parts_lock:
+                if self._parts is None:
+                    settings = self._given or Settings.from_app(self.app)
+                    self._parts = _Parts(
+                        settings,
+                        # No connection check before each batch: a connection the server
+                        # dropped fails its batch, which is tried again on a fresh one
+                        # like any refused write.
+                        Database(settings.database_url, pre_ping=False),
+                        Backlog(self._apply, settings.recorder_retries),
+                    )
+        return self._parts
+
+    @property
+    def settings(self) -> Settings:
+        return self._built().settings
+
+    @property
+    def database(self) -> Database:
+        return self._built().database
+
+    @property
+    def backlog(self) -> Backlog[Change]:
+        return self._built().backlog
+
+    def check(self) -> None:
+        """Read the settings and load the database driver and the broker's transport now,
+        as a worker or beat starts.
+
+        A bad setting or a missing library ends the process with one line naming it.
+        """
+        try:
+            self.database.engine  # noqa: B018 - loads the database driver; does not connect
+            check_broker(self.app)
+        except BridgeError as exc:
+            raise SystemExit(f"Error: {exc}") from None
 
     # -- which tasks are ours -----------------------------------------------
 
@@ -480,7 +534,13 @@ _installed: dict[int, Recorder] = {}
 
 
 def install(app: Celery, settings: Settings | None = None) -> Recorder:
-    """Connect the recorder to the worker signals of ``app`` (idempotent)."""
+    """Connect the recorder to the worker signals of ``app`` (idempotent).
+
+    The settings, and the library of the broker's transport, are checked
+    when a worker or beat of the app starts; a bad setting stops it with
+    ``Error: <setting>: got ..., expected ...``, a missing library with the
+    extra to install.
+    """
     if id(app) in _installed:
         return _installed[id(app)]
     recorder = Recorder(app, settings)
@@ -508,6 +568,14 @@ def install(app: Celery, settings: Settings | None = None) -> Recorder:
 
     heartbeats: list[WorkerHeartbeat] = []
 
+    def starting(sender: Any = None, **_: Any) -> None:
+        # Sent when a process loads the app's task modules: the worker and beat
+        # (through the loader's init_worker, which marks itself first) before
+        # either builds anything, and the CLI (which does not) when it checks
+        # task names. Only the first two need the settings and the broker.
+        if sender is app and app.loader.worker_initialized:
+            recorder.check()
+
     def worker_ready(sender: Any = None, **_: Any) -> None:
         if getattr(sender, "app", None) is app:
             interval = recorder.settings.worker_timeout / 3
@@ -523,6 +591,7 @@ def install(app: Celery, settings: Settings | None = None) -> Recorder:
     def pool_process_shutdown(**_: Any) -> None:
         recorder.backlog.flush(SHUTDOWN_FLUSH_SECONDS)
 
+    signals.import_modules.connect(starting, weak=False)
     signals.worker_ready.connect(worker_ready, weak=False)
     signals.worker_shutdown.connect(worker_shutdown, weak=False)
     signals.worker_process_shutdown.connect(pool_process_shutdown, weak=False)

@@ -17,7 +17,8 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -43,6 +44,8 @@ from .decisions import (
     split_stale,
     wait_seconds,
 )
+from .errors import BridgeError
+from .extras import check_broker
 from .lifecycle import apply_plan, state_of
 from .models import PeriodicTask, RunStatus, utcnow
 from .store import LostRun, Recorded, Sent, Store
@@ -120,6 +123,20 @@ def _is_conflict(exc: DBAPIError) -> bool:
     return str(getattr(exc.orig, "sqlstate", None) or "").startswith("40")
 
 
+@contextmanager
+def _fatal_at_start() -> Iterator[None]:
+    """A setting beat cannot work with ends it with one line naming it, not a traceback.
+
+    Raised while Celery builds the scheduler, ``SystemExit`` leaves beat with
+    status 1 and the message on stderr; the scheduler's own errors, raised
+    later, are logged and retried instead.
+    """
+    try:
+        yield
+    except BridgeError as exc:
+        raise SystemExit(f"Error: {exc}") from None
+
+
 def instance_id() -> str:
     """A beat instance's identity in ``periodic_task.worker``: host, pid and a random part."""
     return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
@@ -170,12 +187,13 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         app = kwargs.get("app", args[0] if args else None)
-        self.settings = Settings.from_app(app)
-        # Without pre-ping, which would cost a round trip per transaction,
-        # about half of those of a lone fire. A connection the server dropped
-        # fails its statement instead; SQLAlchemy then discards the whole
-        # pool, and the tick is retried like any other database error.
-        self.database = Database(self.settings.database_url, pre_ping=False)
+        with _fatal_at_start():
+            self.settings = Settings.from_app(app)
+            # Without pre-ping, which would cost a round trip per transaction,
+            # about half of those of a lone fire. A connection the server dropped
+            # fails its statement instead; SQLAlchemy then discards the whole
+            # pool, and the tick is retried like any other database error.
+            self.database = Database(self.settings.database_url, pre_ping=False)
         self.store = Store(self.database)
         self.instance = instance_id()
         self._config_synced = not self.settings.sync_beat_schedule
@@ -205,7 +223,10 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         """Called once when beat really starts (never for the lazy banner instance)."""
         self._install_stop_handler()
         logger.info("bridge: beat instance %s on %s", self.instance, self._safe_url())
-        if self.database.engine.dialect.driver == "psycopg":
+        with _fatal_at_start():
+            check_broker(self.app)
+            driver = self.database.engine.dialect.driver
+        if driver == "psycopg":
             from .changes import ChangeListener  # psycopg is installed with PostgreSQL only
 
             self._changes = ChangeListener(self.database)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import unicodedata
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -60,9 +61,31 @@ def check_keywords(kwargs: dict[Any, Any]) -> dict[str, Any]:
 
 
 def check_name(name: Any) -> str:
-    if not isinstance(name, str) or not name.strip() or len(name) > NAME_MAX:
-        raise ValidationError("name", name, f"a non-empty text of at most {NAME_MAX} characters")
+    """A name a table row, a log line and a shell argument show as it is.
+
+    No control characters (a newline would break ``ls`` and every log line)
+    and no spaces around it (``show 'padded '`` would find nothing after the
+    shell or a copy and paste dropped them).
+    """
+    if (
+        not isinstance(name, str)
+        or not name.strip()
+        or name != name.strip()
+        or len(name) > NAME_MAX
+        or any(unicodedata.category(char) in _UNPRINTABLE for char in name)
+    ):
+        raise ValidationError(
+            "name",
+            name,
+            f"a text of 1 to {NAME_MAX} characters, without control characters "
+            "or spaces at either end",
+        )
     return name
+
+
+#: Unicode categories a name may not hold: controls, format marks, surrogates,
+#: unassigned code points and line or paragraph separators.
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 
 
 def check_timezone(zone: Any) -> str:

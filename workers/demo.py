@@ -21,6 +21,8 @@ from pathlib import Path
 from bridge.errors import DuplicateSchedule
 
 DEMO_DIR = Path(".demo")
+#: The environment that points the reference app at the demo's database and broker folder.
+DEMO_SETTINGS = ("BRIDGE_DATABASE_URL", "BRIDGE_BROKER_DIR")
 
 EXAMPLES = [
     {
@@ -79,11 +81,11 @@ def main() -> None:
             process.terminate()
         for process in processes:
             stop(process)
+    # Every setting the demo's processes use, so that a command copied from
+    # here (a `bridge run` too) reaches the demo's database and worker.
+    settings = " ".join(f"{key}={os.environ[key]}" for key in DEMO_SETTINGS)
     print("\nstopped. Look around with, for example:")
-    print(
-        f"  BRIDGE_DATABASE_URL={os.environ['BRIDGE_DATABASE_URL']} "
-        ".venv/bin/celery -A workers.app bridge history slow-every-15s"
-    )
+    print(f"  {settings} .venv/bin/celery -A workers.app bridge history slow-every-15s")
 
 
 def stop(process: subprocess.Popen[bytes], grace: float = 40.0) -> None:

@@ -184,7 +184,7 @@ def test_none_keeps_the_base_and_none_text_clears_it() -> None:
 
 DURATION = "a duration such as '30s', '5m' or '1h30m'"
 TIME = "an ISO-8601 time with a UTC offset"
-COUNT = "a whole number of at least 1"
+COUNT = "a whole number from 1 to 2147483647"
 
 
 @pytest.mark.parametrize(
@@ -197,7 +197,11 @@ COUNT = "a whole number of at least 1"
         ("catchup_window", "3651d", DURATION + " of at most 3650d"),
         ("jitter", 1e18, DURATION + " of at most 3650d"),
         ("backoff", ",".join(["1s"] * 80), "at most 200 characters"),
-        ("remaining", "\u00b2", "a whole number of at least 1"),
+        ("remaining", "\u00b2", COUNT),
+        ("remaining", 99999999999999999999999, COUNT),
+        ("remaining", "99999999999999999999999", COUNT),
+        ("max_attempts", 2**31, COUNT),
+        ("max_failures", "2147483648", COUNT),
         ("catchup_window", 0, DURATION),
         ("catchup_window", -5, DURATION),
         ("catchup_window", "0s", DURATION),

@@ -16,6 +16,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from celery import Celery
 from celery.schedules import crontab, schedule, solar
+from hypothesis import given
+from hypothesis import strategies as st
 
 from bridge.config import DEFAULT_DATABASE_URL, Settings
 from bridge.dispatch import Payload, check_options, expires_at, run_id_for
@@ -269,12 +271,44 @@ def test_require_occurrence_names_what_leaves_none(
         assert "2026-06-01T11:00:00+00:00" in caught.value.expected
 
 
-@pytest.mark.parametrize("name", ["", "   ", None, "x" * (NAME_MAX + 1)])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "",
+        "   ",
+        None,
+        "x" * (NAME_MAX + 1),
+        "two\nlines",
+        "tab\there",
+        "bell\x07",
+        " padded",
+        "padded ",
+        "zero\u200bwidth",
+        "line\u2028separator",
+    ],
+)
 def test_check_name_refusals(name: Any) -> None:
-    """Names are non-empty text of bounded length."""
+    """Names are text of bounded length that a table row and a shell show as they are."""
     with pytest.raises(ValidationError) as caught:
         check_name(name)
     assert_refusal(caught.value, "name", name)
+
+
+@given(st.text(min_size=1, max_size=NAME_MAX))
+def test_a_name_is_taken_as_it_is_or_refused(name: str) -> None:
+    """Whatever is accepted prints on one line, with nothing to trim, and is stored unchanged."""
+    try:
+        accepted = check_name(name)
+    except ValidationError as exc:
+        refused = exc
+    else:
+        refused = None
+    if refused is not None:
+        assert refused.field == "name"
+        return
+    assert accepted == name == name.strip()
+    assert name.splitlines() == [name]
+    assert all(char.isprintable() or char.isspace() for char in name)
 
 
 def test_check_name_accepts_the_longest_name() -> None:

@@ -1,4 +1,4 @@
-"""Reading the Redis broker: when each message arrives there, seen from outside the publisher.
+"""Reading the broker: when each message arrives there, seen from outside the publisher.
 
 Every bench that times messages reads them here, in one of two ways.
 :class:`MessageProbe` (``bench/lone.py``, ``scale.py``, ``pickup.py``) is a
@@ -8,20 +8,28 @@ that times a whole burst.
 
 A scheduler's own logs say when it meant to send; the broker says when the
 message was there for a worker to take. The probe is a separate process that
-empties one queue: every ``--interval`` seconds (2 ms) it pops what the queue
-holds with one ``RPOP <queue> <count>`` and notes the time of that poll and
-how many messages it returned. A message's arrival is the poll that found it,
-so it is known to within one interval and one round trip; a poll that returns
-a full batch is followed at once by the next one. Message bodies are not
-looked at until the burst is over, and then only to count distinct task ids
-(a publisher that sent one twice would show as a duplicate).
+empties one queue, on either broker the burst runs on:
 
-Popping keeps Redis small during a 100,000-message burst, and its cost is
-mostly one round trip per interval, whatever the publisher's speed: about a
-tenth of one core while a burst lasts (``bench/README.md`` has the figures).
+* **Redis**: every ``--interval`` seconds (2 ms) it pops what the queue holds
+  with one ``RPOP <queue> <count>`` and notes the time of that poll and how
+  many messages it returned. A message's arrival is the poll that found it,
+  so it is known to within one interval and one round trip; a poll that
+  returns a full batch is followed at once by the next one. Popping keeps
+  Redis small during a 100,000-message burst, and its cost is mostly one
+  round trip per interval, whatever the publisher's speed: about a tenth of
+  one core while a burst lasts (``bench/README.md`` has the figures).
+* **RabbitMQ** (``amqp://``): it declares the queue as Celery does (so that
+  no message published before a consumer exists is dropped as unroutable)
+  and consumes it without acknowledgements, so the broker pushes each
+  message as soon as it is routed; a message's arrival is the moment the
+  probe reads it off the socket. Bodies are not decoded.
+
+Message bodies are not looked at until the burst is over, and then only to
+count distinct task ids (a publisher that sent one twice would show as a
+duplicate).
 
     .venv/bin/python -m bench.broker_probe --queue Q --expect 1000 \\
-        --due 2026-11-21T10:00:00+00:00 --limit 120
+        --due 2026-11-21T10:00:00+00:00 --limit 120 [--broker-url amqp://...]
 
 prints the figures of the burst it saw. ``bench/burst.py`` and
 ``bench/peers.py`` run it through :class:`Probe`, which has it write its
@@ -49,7 +57,13 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any, Self, cast
 
+import amqp.exceptions
+import kombu.exceptions
 import redis
+from kombu.connection import Connection
+from kombu.entity import Exchange, Queue
+from kombu.message import Message as Delivery
+from kombu.messaging import Consumer
 
 from bench import REPO, SetupError
 
@@ -179,8 +193,20 @@ def weighted_percentile(
 # -- the broker -----------------------------------------------------------------------
 
 
-def check_redis(url: str) -> None:
-    """SetupError unless the Redis at ``url`` answers."""
+def is_amqp(url: str) -> bool:
+    """Whether ``url`` names a RabbitMQ broker rather than Redis."""
+    return url.split("://", 1)[0].lower() in {"amqp", "pyamqp", "amqps"}
+
+
+def check_broker(url: str) -> None:
+    """SetupError unless the broker at ``url`` (Redis or RabbitMQ) answers."""
+    if is_amqp(url):
+        try:
+            with Connection(url, connect_timeout=3) as connection:
+                connection.connect()
+        except (OSError, kombu.exceptions.KombuError) as exc:
+            raise SetupError(f"RabbitMQ at {url}: {exc}") from exc
+        return
     try:
         redis.Redis.from_url(url, socket_connect_timeout=3).ping()
     except redis.RedisError as exc:
@@ -188,7 +214,18 @@ def check_redis(url: str) -> None:
 
 
 def purge_queue(url: str, queue: str) -> None:
-    """Delete what the run's queue left in Redis: the queue and kombu's bindings to it."""
+    """Delete what the run's queue left in the broker.
+
+    On Redis: the queue and kombu's bindings to it; on RabbitMQ: the queue
+    and the exchange of the same name that Celery declared for it.
+    """
+    if is_amqp(url):
+        failures = (OSError, kombu.exceptions.KombuError, amqp.exceptions.AMQPError)
+        with contextlib.suppress(*failures), Connection(url, connect_timeout=3) as connection:
+            channel = connection.channel()
+            channel.queue_delete(queue)
+            channel.exchange_delete(queue)
+        return
     with contextlib.suppress(redis.RedisError):
         client = redis.Redis.from_url(url, socket_connect_timeout=3)
         patterns = (f"{queue}*", f"_kombu.binding*.{queue}")
@@ -196,6 +233,11 @@ def purge_queue(url: str, queue: str) -> None:
         if keys:
             client.delete(*keys)
         client.close()
+
+
+def celery_queue(queue: str) -> Queue:
+    """The queue as Celery declares its default one: durable, on a direct exchange of its name."""
+    return Queue(queue, Exchange(queue, "direct"), routing_key=queue)
 
 
 def new_queue(label: str) -> str:
@@ -306,15 +348,30 @@ class Stop:
         signal.signal(signal.SIGTERM, handler)
 
 
-def poll(redis_url: str, queue: str, expected: int, deadline: float, interval: float) -> Arrivals:
-    """Empty ``queue`` every ``interval`` seconds until ``expected`` messages or ``deadline``."""
-    client = redis.Redis.from_url(redis_url)
+def poll(url: str, queue: str, expected: int, deadline: float, interval: float) -> Arrivals:
+    """Empty ``queue`` until ``expected`` messages have arrived or ``deadline`` has passed."""
+    drain = consume_amqp if is_amqp(url) else pop_redis
+    cpu_before = time.process_time()
+    polls, ids = drain(url, queue, expected, deadline, interval)
+    cpu = time.process_time() - cpu_before
+    return Arrivals(
+        polls=polls, unique=len(set(ids())), expected=expected, interval=interval, cpu=cpu
+    )
+
+
+#: What a drain returns: its polls (epoch seconds, count), and a function that
+#: reads the task ids of what arrived, called once the burst is over.
+Drained = tuple[list[tuple[float, int]], Callable[[], list[str]]]
+
+
+def pop_redis(url: str, queue: str, expected: int, deadline: float, interval: float) -> Drained:
+    """Pop the Redis list ``queue`` every ``interval`` seconds."""
+    client = redis.Redis.from_url(url)
     client.ping()
     print(READY, flush=True)
     polls: list[tuple[float, int]] = []
     bodies: list[bytes] = []
     received = 0
-    cpu_before = time.process_time()
     while received < expected and not Stop.requested:
         started = time.time()
         if started >= deadline:
@@ -327,14 +384,28 @@ def poll(redis_url: str, queue: str, expected: int, deadline: float, interval: f
             if len(batch) == BATCH:
                 continue
         time.sleep(max(0.0, started + interval - time.time()))
-    cpu = time.process_time() - cpu_before
-    return Arrivals(
-        polls=polls,
-        unique=len({task_id(body) for body in bodies}),
-        expected=expected,
-        interval=interval,
-        cpu=cpu,
-    )
+    return polls, lambda: [task_id(body) for body in bodies]
+
+
+def consume_amqp(url: str, queue: str, expected: int, deadline: float, interval: float) -> Drained:
+    """Consume the RabbitMQ ``queue`` without acknowledgements, noting each delivery."""
+    polls: list[tuple[float, int]] = []
+    ids: list[str] = []
+
+    def arrived(message: Delivery) -> None:
+        polls.append((time.time(), 1))
+        ids.append(str(message.headers.get("id")))
+
+    with Connection(url) as connection:
+        channel = connection.channel()
+        declared = celery_queue(queue)(channel)
+        declared.declare()
+        with Consumer(channel, [declared], on_message=arrived, no_ack=True):
+            print(READY, flush=True)
+            while len(polls) < expected and not Stop.requested and time.time() < deadline:
+                with contextlib.suppress(TimeoutError):
+                    connection.drain_events(timeout=max(interval, 0.05))
+    return polls, lambda: ids
 
 
 def task_id(body: bytes) -> str:
@@ -352,7 +423,7 @@ class Probe:
 
     def __init__(
         self,
-        redis_url: str,
+        broker_url: str,
         queue: str,
         expected: int,
         due: float,
@@ -366,8 +437,8 @@ class Probe:
             sys.executable,
             "-m",
             "bench.broker_probe",
-            "--redis-url",
-            redis_url,
+            "--broker-url",
+            broker_url,
             "--queue",
             queue,
             "--expect",
@@ -481,10 +552,12 @@ def describe(figures: Figures | None, arrivals: Arrivals, limit: float) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.broker_probe",
-        description="Empty a Redis queue and say when each message arrived.",
+        description="Empty a Redis or RabbitMQ queue and say when each message arrived.",
     )
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/12")
-    parser.add_argument("--queue", required=True, help="the queue (a Redis list) to empty")
+    parser.add_argument(
+        "--broker-url", default="redis://127.0.0.1:6379/12", help="redis://... or amqp://..."
+    )
+    parser.add_argument("--queue", required=True, help="the queue to empty")
     parser.add_argument("--expect", type=int, required=True, help="messages the burst sends")
     parser.add_argument(
         "--due", type=instant, required=True, help="the due instant: ISO-8601 or epoch seconds"
@@ -500,7 +573,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     Stop.install()
-    arrivals = poll(args.redis_url, args.queue, args.expect, args.due + args.limit, args.interval)
+    arrivals = poll(args.broker_url, args.queue, args.expect, args.due + args.limit, args.interval)
     if args.json:
         args.json.write_text(json.dumps(arrivals.to_json()))
     else:

@@ -10,7 +10,8 @@ For each size N (1,000 and 10,000 by default), in one run:
    instant a whole second ahead, written to a JSON Lines file and loaded with
    ``celery bridge import``. Every schedule's first occurrence is that instant.
 
-Both bursts go to a queue of their own on Redis that nothing consumes, and
+Both bursts go to a queue of their own that no worker consumes, on Redis
+(the default) or on RabbitMQ (``--broker rabbitmq``), and
 ``bench/broker_probe.py`` notes when each message arrives there. Each is
 reported as the publish rate (from the first arrival to the last, and from
 the due instant), its ratio to the raw loop's, the lateness (arrival - due
@@ -19,6 +20,7 @@ the publisher spent from the due instant to the end of the burst.
 
     .venv/bin/python -m bench.burst                       # 1,000 and 10,000
     .venv/bin/python -m bench.burst --sizes 100000 --beats 2
+    .venv/bin/python -m bench.burst --broker rabbitmq       # the same on RabbitMQ
 
 Beats inherit the environment, so ``BRIDGE_BATCH_SIZE=500 python -m
 bench.burst`` runs them with that setting. ``bench/peers.py`` runs the same
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pstats
 import statistics
 import sys
@@ -36,7 +39,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -45,7 +48,7 @@ from bench.broker_probe import (
     DEFAULT_INTERVAL,
     Figures,
     Probe,
-    check_redis,
+    check_broker,
     lateness,
     purge_queue,
     rate,
@@ -64,6 +67,8 @@ from bench.harness import (
     write_jsonl,
 )
 
+#: The RabbitMQ of ``--broker rabbitmq``.
+DEFAULT_AMQP_URL = "amqp://guest:guest@127.0.0.1:5672//"
 #: Seconds between starting the raw loop's process and its due instant.
 RAW_LEAD = 3.0
 #: How long before the due instant the publishers' CPU time is read.
@@ -79,6 +84,8 @@ class Options:
     sizes: list[int]
     pg_url: str
     redis_url: str
+    #: Where the bursts are published: the Redis above, or RabbitMQ (``--broker rabbitmq``).
+    broker_url: str
     #: Seconds after the due instant after which a burst is cut short.
     limit: float
     #: Seconds from the start of set-up (starting beat, seeding) to the due
@@ -144,6 +151,7 @@ def common_options(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         sizes=args.sizes,
         pg_url=args.pg_url,
         redis_url=args.redis_url,
+        broker_url=args.redis_url,
         limit=args.limit,
         lead=args.lead,
         interval=args.interval,
@@ -288,7 +296,7 @@ def measure(
     if time.time() > due - 2 * CPU_READ_LEAD:
         late = f"set-up ended {time.time() - due:+.1f}s after the due instant; raise --lead"
         return Result(label, size, None, None, setup, late)
-    with Probe(options.redis_url, queue, size, due, options.limit, options.interval) as probe:
+    with Probe(options.broker_url, queue, size, due, options.limit, options.interval) as probe:
         time.sleep(max(0.0, due - CPU_READ_LEAD - time.time()))
         before = sum(cpu_seconds(beat.pid) for beat in beats)
         while not probe.finished(timeout=0.5):
@@ -310,17 +318,17 @@ def raw_ceiling(size: int, options: Options) -> Result:
     queue = f"bridge-burst-raw-{run_tag()}"
     due = due_in(RAW_LEAD)
     try:
-        with Probe(options.redis_url, queue, size, due, options.limit, options.interval) as probe:
+        with Probe(options.broker_url, queue, size, due, options.limit, options.interval) as probe:
             loop = send_raw(size, queue, due, options)
             arrivals = probe.result()
     finally:
-        purge_queue(options.redis_url, queue)
+        purge_queue(options.broker_url, queue)
     return Result("raw send_task loop", size, arrivals.figures(due), loop["cpu"])
 
 
 def send_raw(size: int, queue: str, due: float, options: Options) -> dict[str, float]:
     """Run the raw loop in a process of its own; its wall and CPU seconds as it timed them."""
-    env = process_env(None, options.redis_url, queue)
+    env = process_env(None, options.broker_url, queue)
     said = run_checked(
         [sys.executable, "-m", "bench.beat_app", "--count", str(size), "--due", repr(due)],
         env,
@@ -342,17 +350,17 @@ def probe_overhead(size: int, options: Options, rounds: int = 3) -> None:
         try:
             alone.append(size / send_raw(size, queue, due_in(RAW_LEAD), options)["seconds"])
         finally:
-            purge_queue(options.redis_url, queue)
+            purge_queue(options.broker_url, queue)
         queue = f"bridge-burst-raw-{run_tag()}"
         due = due_in(RAW_LEAD)
         try:
             with Probe(
-                options.redis_url, queue, size, due, options.limit, options.interval
+                options.broker_url, queue, size, due, options.limit, options.interval
             ) as probe:
                 probed.append(size / send_raw(size, queue, due, options)["seconds"])
                 probe_cpu.append(probe.result().cpu)
         finally:
-            purge_queue(options.redis_url, queue)
+            purge_queue(options.broker_url, queue)
     print(
         f"raw loop of {size:,}, its own rate, median of {rounds}:"
         f" {statistics.median(alone):,.0f}/s alone,"
@@ -371,7 +379,7 @@ def bridge_burst(size: int, beats: int, options: Options, profile: bool = False)
     tag = run_tag()
     queue = f"bridge-burst-{tag}"
     with postgres_database(options.pg_url, "bridge_burst_") as url:
-        env = process_env(url, options.redis_url, queue)
+        env = process_env(url, options.broker_url, queue)
         run_checked([*CELERY, "bridge", "migrate"], env, options.workdir)
         profiles = [options.workdir / f"{tag}-beat-{i}.prof" for i in range(1, beats + 1)]
         processes = [
@@ -403,7 +411,7 @@ def bridge_burst(size: int, beats: int, options: Options, profile: bool = False)
             return measure(label, processes, options, queue, size, due, setup)
         finally:
             stop_all(processes)
-            purge_queue(options.redis_url, queue)
+            purge_queue(options.broker_url, queue)
             if profile:
                 for path in profiles:
                     print_profile(path)
@@ -444,7 +452,7 @@ def write_schedules(path: Path, size: int, due: float) -> None:
 
 def run_sizes(options: Options, bursts: Callable[[int, Options], list[Result]]) -> None:
     """For each size: the raw ceiling, then ``bursts``, printed side by side."""
-    check_redis(options.redis_url)
+    check_broker(options.broker_url)
     for size in options.sizes:
         raw = raw_ceiling(size, options)
         print_table(size, [raw, *bursts(size, options)], options.limit)
@@ -457,6 +465,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         description="N bridge schedules due at one instant, against a raw send_task loop.",
     )
     add_common_arguments(parser)
+    parser.add_argument(
+        "--broker",
+        choices=["redis", "rabbitmq"],
+        default="redis",
+        help="where the bursts are published and measured: --redis-url, or --amqp-url (redis)",
+    )
+    parser.add_argument(
+        "--amqp-url",
+        default=os.environ.get("BRIDGE_BURST_AMQP_URL", DEFAULT_AMQP_URL),
+        help="RabbitMQ broker of --broker rabbitmq; each burst declares a queue of its own"
+        " and deletes it (BRIDGE_BURST_AMQP_URL)",
+    )
     parser.add_argument("--beats", type=int, default=1, help="bridge beat processes (1)")
     parser.add_argument(
         "--profile",
@@ -472,10 +492,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.beats < 1:
         parser.error("--beats must be at least 1")
     options = common_options(parser, args)
+    if args.broker == "rabbitmq":
+        options = replace(options, broker_url=args.amqp_url)
 
     def run() -> int:
         if args.probe_overhead:
-            check_redis(options.redis_url)
+            check_broker(options.broker_url)
             for size in options.sizes:
                 probe_overhead(size, options)
         else:

@@ -41,7 +41,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from bench import SetupError
-from bench.broker_probe import check_redis, purge_queue
+from bench.broker_probe import check_broker, purge_queue
 from bench.harness import (
     READY_LINE,
     Process,
@@ -563,7 +563,7 @@ def run(options: Options) -> int:
     tag = uuid.uuid4().hex[:10]
     queue = f"bridge-chaos-{tag}"
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
-    check_redis(options.redis_url)
+    check_broker(options.redis_url)
     workdir = Path(tempfile.mkdtemp(prefix=f"bridge-chaos-{tag}-"))
     with postgres_database(options.pg_url, "bridge_chaos_", options.keep) as url:
         from bench.chaos_app import HIT_TABLE_DDL

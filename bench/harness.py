@@ -226,14 +226,14 @@ def settle(url: str) -> None:
         engine.dispose()
 
 
-def process_env(url: str | None, redis_url: str, queue: str, **settings: str) -> dict[str, str]:
+def process_env(url: str | None, broker_url: str, queue: str, **settings: str) -> dict[str, str]:
     """The environment of a celery process of the run: the bridge's database ``url`` (if it
     has one), the broker and the run's queue (``BENCH_QUEUE``); ``settings`` are ``BRIDGE_*``."""
     return {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
         **({"BRIDGE_DATABASE_URL": url} if url is not None else {}),
-        "CELERY_BROKER_URL": redis_url,
+        "CELERY_BROKER_URL": broker_url,
         "BENCH_QUEUE": queue,
         **{f"BRIDGE_{key.upper()}": value for key, value in settings.items()},
     }

@@ -52,7 +52,7 @@ from sqlalchemy import Engine, bindparam, create_engine, func, insert, select, t
 from sqlalchemy.engine import make_url
 
 from bench import SetupError
-from bench.broker_probe import check_redis, new_queue, purge_queue
+from bench.broker_probe import check_broker, new_queue, purge_queue
 from bench.harness import (
     Process,
     add_service_options,
@@ -454,7 +454,7 @@ def describe(measure: Measure, plain: float | None, options: Options) -> str:
 
 
 def run(options: Options) -> int:
-    check_redis(options.redis_url)
+    check_broker(options.redis_url)
     admin = create_engine(options.pg_url, isolation_level="AUTOCOMMIT", pool_size=1)
     try:
         with workdir("rec") as folder, postgres_database(options.pg_url, "bridge_rec_") as url:

@@ -567,7 +567,7 @@ def run(options: Options) -> int:
     workdir = Path(tempfile.mkdtemp(prefix=f"bridge-chaos-{tag}-"))
     with postgres_database(options.pg_url, "bridge_chaos_", options.keep) as url:
         from bench.chaos_app import HIT_TABLE_DDL
-        from bridge.database import database_for
+        from bridge.storage.database import database_for
 
         database = database_for(url)
         engine = create_engine(url, pool_size=2, max_overflow=2)

@@ -37,7 +37,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from bench import REPO, SetupError
-from bridge.database import database_for
+from bridge.storage.database import database_for
 
 APP = "bench.beat_app"
 CELERY = [sys.executable, "-m", "celery", "-A", APP]

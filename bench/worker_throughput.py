@@ -8,7 +8,7 @@ Three variants run in the same invocation, each on fresh messages:
 * ``recorder``: ``bridge.recorder.install(app)`` and a plain task;
 * ``bridge-task``: the recorder and ``base=bridge.BridgeTask`` (compare-and-set start).
 
-The messages are what beat sends (``bridge.dispatch.publish``: run id as task
+The messages are what beat sends (``bridge.broker.publish``: run id as task
 id, the bridge's headers), spread over ``--schedules`` schedules. For the
 recorded variants their records are real bridge runs, inserted ``SENT`` in
 bulk beforehand, with each schedule's ``last_run_id`` naming its latest run,
@@ -64,8 +64,11 @@ from bench.harness import (
     safe_url,
     workdir,
 )
-from bridge import Bridge, dispatch
-from bridge.models import PeriodicTask, RunStatus, TaskExecution, Trigger
+from bridge import Bridge
+from bridge.broker import publish
+from bridge.rules.kinds import RunStatus, Trigger
+from bridge.rules.runs import Payload, new_run, run_id_for
+from bridge.storage.models import PeriodicTask, TaskExecution
 
 APP = "bench.worker_app"
 #: How often the bench looks at the work left in the broker.
@@ -160,7 +163,7 @@ class Runs:
         self.plan_times = [EPOCH + timedelta(seconds=first + i) for i in range(count)]
         self.schedule_of = [ids[i % len(ids)] for i in range(count)]
         self.ids = [
-            dispatch.run_id_for(schedule, plan)
+            run_id_for(schedule, plan)
             for schedule, plan in zip(self.schedule_of, self.plan_times, strict=True)
         ]
 
@@ -168,7 +171,7 @@ class Runs:
         """Insert the runs ``SENT``, as beat leaves them, and name each schedule's latest."""
         now = datetime.now(UTC)
         rows = [
-            dispatch.new_run(schedule, task, plan, Trigger.SCHEDULED, now)
+            new_run(schedule, task, plan, Trigger.SCHEDULED, now)
             | {"status": RunStatus.SENT.value, "queued_at": now}
             for schedule, plan in zip(self.schedule_of, self.plan_times, strict=True)
         ]
@@ -188,12 +191,12 @@ class Runs:
 
     def publish(self, app: Celery, task: str, queue: str) -> None:
         """Send the messages beat would send for these runs."""
-        payload = dispatch.Payload(task, [], {}, {"queue": queue})
+        payload = Payload(task, [], {}, {"queue": queue})
         with app.producer_or_acquire() as producer:
             for run_id, schedule, plan in zip(
                 self.ids, self.schedule_of, self.plan_times, strict=True
             ):
-                dispatch.publish(
+                publish(
                     app,
                     payload,
                     run_id=run_id,

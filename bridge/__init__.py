@@ -7,9 +7,8 @@ from Python, ``celery -A APP bridge ...`` from the shell.
 
 from __future__ import annotations
 
-from .api import Backfill, Bridge, Run, Schedule
-from .config import Settings
-from .errors import (
+from bridge.config import Settings
+from bridge.errors import (
     BridgeError,
     DuplicateSchedule,
     RunSkipped,
@@ -17,7 +16,8 @@ from .errors import (
     SendFailed,
     ValidationError,
 )
-from .task import BridgeTask
+from bridge.manage.api import Backfill, Bridge, Run, Schedule
+from bridge.worker.task import BridgeTask
 
 __all__ = [
     "Backfill",

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
-from .errors import ValidationError
+from bridge.errors import ValidationError
 
 T = TypeVar("T")
 

@@ -9,10 +9,7 @@ the package brings what is missing.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
-from .errors import BridgeError
+from bridge.errors import BridgeError
 
 #: The extra of ``celery-periodic-bridge`` that installs what a URL scheme needs.
 EXTRA_OF_SCHEME = {
@@ -51,25 +48,3 @@ class MissingExtra(BridgeError):
 def scheme_of(url: str) -> str:
     """The part of a URL before ``://`` and any ``+driver``: ``postgresql``, ``redis``, ..."""
     return url.split("://", 1)[0].split("+", 1)[0].lower()
-
-
-def check_broker(app: Any) -> None:
-    """Import what the app's broker transport needs now, so a missing library is one
-    line naming its extra rather than an error from deep inside kombu.
-
-    For a scheme an extra covers, its modules are imported first: kombu's
-    own failure when one is missing can be an unrelated ``AttributeError``
-    raised while its transport module loads. Then the transport is built,
-    which imports anything else it needs but opens no connection.
-    """
-    scheme = scheme_of(str(app.conf.broker_url or "amqp://"))
-    try:
-        for module in EXTRA_MODULES.get(EXTRA_OF_SCHEME.get(scheme, ""), ()):
-            importlib.import_module(module)
-        connection = app.connection_for_write()
-        try:
-            connection.transport  # noqa: B018 - imports and builds the transport
-        finally:
-            connection.release()
-    except ImportError as exc:
-        raise MissingExtra("broker_url", scheme, exc) from None

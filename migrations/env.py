@@ -10,7 +10,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
-from bridge.models import Base
+from bridge.storage.models import Base
 
 config = context.config
 

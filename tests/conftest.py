@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bridge import Bridge
-from bridge.database import database_for
+from bridge.storage.database import database_for
 
 from .support import Env, describe, postgres_database, rabbitmq_broker, redis_broker
 

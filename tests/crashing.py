@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from bridge.scheduler import DatabaseScheduler
+from bridge.beat.scheduler import DatabaseScheduler
 
 #: Where the crash happens, in fire-sequence order.
 POINTS = (

@@ -134,7 +134,7 @@ def test_bridge_is_a_scheduler_alias_and_a_celery_command(
     assert issubclass(symbol_by_name(schedulers["bridge"]), Scheduler)
 
     commands = {ep.name: ep.value for ep in entry_points(group="celery.commands")}
-    assert commands.get("bridge") == "bridge.cli:bridge"
+    assert commands.get("bridge") == "bridge.manage.cli:bridge"
     assert "flower" in commands
 
 

@@ -19,7 +19,7 @@ from typing import Any
 from celery import Celery
 
 import bridge.recorder
-from bridge.task import BridgeTask
+from bridge.worker.task import BridgeTask
 
 BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
 

@@ -24,10 +24,10 @@ from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from bridge import Bridge, DuplicateSchedule, ScheduleNotFound, ValidationError
-from bridge.database import Database, database_for
-from bridge.dispatch import run_id_for
 from bridge.errors import RunSkipped, SendFailed
-from bridge.models import PeriodicTask, TaskExecution
+from bridge.rules.runs import run_id_for
+from bridge.storage.database import Database, database_for
+from bridge.storage.models import PeriodicTask, TaskExecution
 
 QUICK = "workers.app.quick"
 PARIS = ZoneInfo("Europe/Paris")

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bridge import Bridge
-from bridge.dispatch import run_id_for
+from bridge.rules.runs import run_id_for
 from tests.crashing import POINTS
 from tests.support import Env, execute, rows, wait_for
 

@@ -20,11 +20,12 @@ from hypothesis import strategies as st
 from sqlalchemy import select
 
 from bridge import Bridge, ValidationError
-from bridge.decisions import decide
-from bridge.dispatch import run_id_for
-from bridge.lifecycle import apply_plan, state_of
-from bridge.models import PeriodicTask, utcnow
-from bridge.store import Store
+from bridge.clock import utcnow
+from bridge.rules.decisions import decide
+from bridge.rules.runs import run_id_for
+from bridge.storage.lifecycle import apply_plan, state_of
+from bridge.storage.models import PeriodicTask
+from bridge.storage.store import Store
 from tests.integration.test_policies import SEC, add, history, iso, now, ts
 from tests.support import Env, wait_for
 

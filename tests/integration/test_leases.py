@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from bridge import Bridge
-from bridge.models import utcnow
-from bridge.store import Store
+from bridge.clock import utcnow
+from bridge.storage.store import Store
 
 LEASE = timedelta(seconds=30)
 

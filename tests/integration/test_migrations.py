@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bridge.database import database_for
+from bridge.storage.database import database_for
 from tests.support import execute, rows
 
 

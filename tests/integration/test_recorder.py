@@ -137,10 +137,10 @@ def test_bridge_task_runs_a_run_delivered_three_times_once(broker_env: Env) -> N
     schedule_id = json.loads(env.cli("show", "once", "--json").stdout)["id"]
     again = (
         "from datetime import UTC, datetime\n"
-        "from bridge import dispatch\n"
-        "from bridge.models import Trigger\n"
-        f"payload = dispatch.Payload('workers.app.once', [], {kwargs!r}, {{}})\n"
-        f"dispatch.publish(app, payload, run_id={run_id!r}, schedule_id={schedule_id},"
+        "from bridge.broker import publish\nfrom bridge.rules.runs import Payload\n"
+        "from bridge.rules.kinds import Trigger\n"
+        f"payload = Payload('workers.app.once', [], {kwargs!r}, {{}})\n"
+        f"publish(app, payload, run_id={run_id!r}, schedule_id={schedule_id},"
         " schedule_name='once', plan_time=datetime.now(UTC), trigger=Trigger.MANUAL)\n"
     )
     wait_for(lambda: history(env, "once")[0]["status"] == "STARTED", 30, what="the run to start")
@@ -215,13 +215,14 @@ def test_bridge_task_copies_delivered_together_run_once(pg_env: Env) -> None:
     worker.wait_log("ready", timeout=60)
     send(
         env,
-        "from bridge import Bridge, dispatch\n"
-        "from bridge.models import Trigger\n"
+        "from bridge import Bridge\n"
+        "from bridge.broker import publish\nfrom bridge.rules.runs import Payload\n"
+        "from bridge.rules.kinds import Trigger\n"
         "bridge = Bridge(app)\n"
         "run, schedule = bridge.run('together'), bridge.get('together')\n"
-        f"payload = dispatch.Payload('workers.app.once', [], {kwargs!r}, {{}})\n"
+        f"payload = Payload('workers.app.once', [], {kwargs!r}, {{}})\n"
         "for _ in range(3):\n"
-        "    dispatch.publish(app, payload, run_id=run.id, schedule_id=schedule.id,"
+        "    publish(app, payload, run_id=run.id, schedule_id=schedule.id,"
         " schedule_name='together', plan_time=run.plan_time, trigger=Trigger.MANUAL)\n",
     )
     [run] = history(env, "together")

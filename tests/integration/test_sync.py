@@ -14,10 +14,10 @@ from celery.schedules import crontab
 from sqlalchemy import update
 
 from bridge import Bridge
+from bridge.beat.sync import REMOVED_NOTE, sync_beat_schedule
 from bridge.config import Settings
-from bridge.database import database_for
-from bridge.models import PeriodicTask
-from bridge.sync import REMOVED_NOTE, sync_beat_schedule
+from bridge.storage.database import database_for
+from bridge.storage.models import PeriodicTask
 
 
 def make_app(schedule: dict[str, Any]) -> Celery:

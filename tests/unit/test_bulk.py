@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.bulk import LINE_FIELDS, Entry, Rules, export_fields, export_line, parse_line
 from bridge.errors import ValidationError
-from bridge.policy import POLICY_NAMES
-from bridge.spec import build_definition, require_occurrence
+from bridge.manage.bulk import LINE_FIELDS, Entry, Rules, export_fields, export_line, parse_line
+from bridge.rules.definition import build_definition, require_occurrence
+from bridge.rules.policy import POLICY_NAMES
 
 NOW = datetime(2026, 11, 21, 9, 0, 0, 123456, tzinfo=UTC)
 LATER = NOW + timedelta(minutes=5)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.checks import INT_MAX, LONGEST, seconds, whole_number
 from bridge.errors import ValidationError
+from bridge.rules.checks import INT_MAX, LONGEST, seconds, whole_number
 
 
 @given(st.integers())

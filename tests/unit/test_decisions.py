@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.decisions import (
+from bridge.rules.decisions import (
     CATCHUP_PER_TICK,
     EXPIRED,
     NOTE_FIXED_DELAY,
@@ -35,9 +35,9 @@ from bridge.decisions import (
     wait_seconds,
     wake_time,
 )
-from bridge.models import RunStatus, Trigger
-from bridge.policy import Catchup, Overlap, Policies
-from bridge.timers import Timer, parse_timer, upcoming
+from bridge.rules.kinds import RunStatus, Trigger
+from bridge.rules.policy import Catchup, Overlap, Policies
+from bridge.rules.timers import Timer, parse_timer, upcoming
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TEN = timedelta(seconds=10)

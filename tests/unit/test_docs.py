@@ -25,7 +25,7 @@ from celery.bin.base import CLIContext
 from celery.bin.celery import celery as celery_group
 from click.testing import CliRunner
 
-from bridge.cli import bridge
+from bridge.manage.cli import bridge
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")))

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge.errors import ValidationError
-from bridge.policy import (
+from bridge.rules.policy import (
     POLICY_NAMES,
     Backoff,
     Catchup,

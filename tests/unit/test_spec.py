@@ -19,11 +19,10 @@ from celery.schedules import crontab, schedule, solar
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bridge.beat.sync import timer_text
 from bridge.config import DEFAULT_DATABASE_URL, Settings
-from bridge.dispatch import Payload, check_options, expires_at, run_id_for
 from bridge.errors import ValidationError
-from bridge.policy import Overlap, Policies
-from bridge.spec import (
+from bridge.rules.definition import (
     NAME_MAX,
     Definition,
     build_definition,
@@ -31,8 +30,9 @@ from bridge.spec import (
     next_in_bounds,
     require_occurrence,
 )
-from bridge.sync import timer_text
-from bridge.timers import Timer, parse_timer
+from bridge.rules.policy import Overlap, Policies
+from bridge.rules.runs import Payload, check_options, expires_at, run_id_for
+from bridge.rules.timers import Timer, parse_timer
 
 ANCHOR = datetime(2026, 1, 1, tzinfo=UTC)
 KNOWN = frozenset({"workers.app.quick", "workers.app.slow"})

@@ -17,7 +17,7 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bridge.timers import (
+from bridge.rules.timers import (
     CronTimer,
     IntervalTimer,
     OneShotTimer,

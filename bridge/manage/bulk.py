@@ -53,12 +53,11 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, Row, bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from .api import Bridge, _instant, _with_queue
-from .database import Database
-from .errors import ValidationError
-from .models import PeriodicTask, Source, utcnow
-from .policy import POLICY_NAMES, Policies
-from .spec import (
+from bridge.beat.sync import FRESH_STATE, MOVING_COLUMNS, TIMING_COLUMNS
+from bridge.clock import utcnow
+from bridge.errors import ValidationError
+from bridge.manage.api import Bridge, _instant, _with_queue
+from bridge.rules.definition import (
     Definition,
     build_definition,
     check_name,
@@ -66,8 +65,11 @@ from .spec import (
     next_in_bounds,
     require_occurrence,
 )
-from .sync import FRESH_STATE, MOVING_COLUMNS, TIMING_COLUMNS
-from .timers import Timer, format_duration
+from bridge.rules.kinds import Source
+from bridge.rules.policy import POLICY_NAMES, Policies
+from bridge.rules.timers import Timer, format_duration
+from bridge.storage.database import Database
+from bridge.storage.models import PeriodicTask
 
 #: The fields a line may have besides the policies, in the order export writes them.
 #: ``queue`` is merged into ``options`` (as ``add --queue`` does), so export never writes it.

@@ -25,13 +25,15 @@ from celery.schedules import crontab, schedule
 from sqlalchemy import ColumnElement, and_, not_, select, update
 from sqlalchemy.orm import Session
 
-from .config import Settings
-from .database import Database
-from .errors import ValidationError
-from .models import PeriodicTask, Source, utcnow
-from .spec import Definition, build_definition, require_occurrence
-from .store import upsert_insert
-from .timers import format_duration
+from bridge.clock import utcnow
+from bridge.config import Settings
+from bridge.errors import ValidationError
+from bridge.rules.definition import Definition, build_definition, require_occurrence
+from bridge.rules.kinds import Source
+from bridge.rules.timers import format_duration
+from bridge.storage.database import Database
+from bridge.storage.models import PeriodicTask
+from bridge.storage.store import upsert_insert
 
 #: The columns whose change gives an entry a new first occurrence.
 TIMING_COLUMNS = ("timer", "timezone", "start_at", "end_at")

@@ -22,8 +22,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
-from .errors import BridgeError, ValidationError
-from .extras import MissingExtra, scheme_of
+from bridge.errors import BridgeError, ValidationError
+from bridge.extras import MissingExtra, scheme_of
 
 #: Any number works; it only has to be the same in every process that migrates.
 _MIGRATE_LOCK_KEY = 0x62726964  # "brid"

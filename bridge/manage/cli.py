@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 import click
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from .api import MAX_FORECAST, NOTE_RUNNING_RUN, Bridge, Run, Schedule
-from .bulk import export_schedules, import_schedules
-from .checks import INT_MAX, whole_number
-from .database import error_reason
-from .decisions import Upcoming
-from .errors import BridgeError, ValidationError
-from .models import Trigger
-from .policy import POLICY_NAMES
-from .timers import format_duration
+from bridge.errors import BridgeError, ValidationError
+from bridge.manage.api import MAX_FORECAST, NOTE_RUNNING_RUN, Bridge, Run, Schedule
+from bridge.manage.bulk import export_schedules, import_schedules
+from bridge.rules.checks import INT_MAX, whole_number
+from bridge.rules.decisions import Upcoming
+from bridge.rules.kinds import Trigger
+from bridge.rules.policy import POLICY_NAMES
+from bridge.rules.timers import format_duration
+from bridge.storage.database import error_reason
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -18,9 +18,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from .decisions import (
+from bridge.rules.decisions import (
     FINISHED_NOTES,
-    SCHEDULED_TRIGGERS,
     Outcome,
     Plan,
     State,
@@ -29,16 +28,16 @@ from .decisions import (
     rest,
     settle,
 )
-from .models import (
+from bridge.rules.definition import check_timer, check_timezone
+from bridge.rules.kinds import (
     FINAL_STATUSES,
     NON_FINAL_STATUSES,
-    PeriodicTask,
+    SCHEDULED_TRIGGERS,
     RunStatus,
-    TaskExecution,
     Trigger,
 )
-from .policy import Policies
-from .spec import check_timer, check_timezone
+from bridge.rules.policy import Policies
+from bridge.storage.models import PeriodicTask, TaskExecution
 
 logger = logging.getLogger("bridge.lifecycle")
 

@@ -33,7 +33,7 @@ from typing import Generic, Protocol, TypeVar
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 
-from .database import error_reason
+from bridge.storage.database import error_reason
 
 logger = logging.getLogger("bridge.recorder")
 

@@ -9,7 +9,6 @@ heartbeats of beat instances and of workers. The Alembic revisions under
 
 from __future__ import annotations
 
-import enum
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,17 +28,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from bridge.rules.kinds import Source
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
     "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
     "pk": "pk_%(table_name)s",
 }
-
-
-def utcnow() -> datetime:
-    """Now, timezone-aware in UTC: the only kind of time the bridge stores."""
-    return datetime.now(UTC)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -65,51 +61,6 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-class RunStatus(enum.StrEnum):
-    """Lifecycle of one run; the first five are non-final."""
-
-    PENDING = "PENDING"
-    SENT = "SENT"
-    RECEIVED = "RECEIVED"
-    STARTED = "STARTED"
-    RETRY = "RETRY"
-    SUCCESS = "SUCCESS"
-    FAILURE = "FAILURE"
-    REVOKED = "REVOKED"
-    LOST = "LOST"
-
-    @property
-    def is_final(self) -> bool:
-        return self in FINAL_STATUSES
-
-
-NON_FINAL_STATUSES = frozenset(
-    {RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED, RunStatus.STARTED, RunStatus.RETRY}
-)
-FINAL_STATUSES = frozenset(set(RunStatus) - NON_FINAL_STATUSES)
-
-
-class Trigger(enum.StrEnum):
-    """Why a run exists."""
-
-    SCHEDULED = "scheduled"
-    MANUAL = "manual"
-    CATCHUP = "catchup"
-    RETRY = "retry"
-    BACKFILL = "backfill"
-    #: A task the bridge did not send, recorded because the user opted in.
-    EXTERNAL = "external"
-
-
-class Source(enum.StrEnum):
-    """Who owns a schedule's definition."""
-
-    #: Created through the Python API or the CLI; beat never touches it.
-    API = "api"
-    #: Synced from the app's ``beat_schedule``; beat keeps it in step.
-    CONFIG = "config"
 
 
 class Base(DeclarativeBase):

@@ -13,7 +13,7 @@ import math
 from datetime import timedelta
 from typing import Any
 
-from .errors import ValidationError
+from bridge.errors import ValidationError
 
 #: The largest whole number an ``INTEGER`` column holds (on PostgreSQL and SQLite alike).
 INT_MAX = 2**31 - 1

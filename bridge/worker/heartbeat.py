@@ -18,9 +18,10 @@ from datetime import datetime
 from sqlalchemy import delete
 from sqlalchemy.exc import DBAPIError
 
-from .database import Database, error_reason
-from .models import WorkerInstance, utcnow
-from .store import upsert_insert
+from bridge.clock import utcnow
+from bridge.storage.database import Database, error_reason
+from bridge.storage.models import WorkerInstance
+from bridge.storage.store import upsert_insert
 
 logger = logging.getLogger("bridge.liveness")
 

@@ -32,15 +32,14 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from .database import Database
-from .decisions import EXPIRED, SCHEDULED_TRIGGERS, OpenRun
-from .lifecycle import settle_runs
-from .models import (
-    NON_FINAL_STATUSES,
+from bridge.rules.decisions import EXPIRED, OpenRun
+from bridge.rules.kinds import NON_FINAL_STATUSES, SCHEDULED_TRIGGERS, RunStatus
+from bridge.storage.database import Database
+from bridge.storage.lifecycle import settle_runs
+from bridge.storage.models import (
     Base,
     BeatInstance,
     PeriodicTask,
-    RunStatus,
     TaskExecution,
     UTCDateTime,
     WorkerInstance,

@@ -15,7 +15,7 @@ import time
 import psycopg
 from sqlalchemy.exc import DBAPIError
 
-from .database import Database
+from bridge.storage.database import Database
 
 logger = logging.getLogger("bridge.changes")
 

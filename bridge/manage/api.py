@@ -26,33 +26,34 @@ from sqlalchemy import delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from . import dispatch
-from .checks import whole_number
-from .config import Settings
-from .database import Database, database_for
-from .decisions import FINISHED_NOTES, Forecast, first_at_or_after, forecast, occurrences
-from .errors import (
+from bridge import broker
+from bridge.broker import check_broker
+from bridge.clock import utcnow
+from bridge.config import Settings
+from bridge.errors import (
     DuplicateSchedule,
     RunSkipped,
     ScheduleNotFound,
     SendFailed,
     ValidationError,
 )
-from .extras import check_broker
-from .lifecycle import state_of
-from .models import (
-    BeatInstance,
-    PeriodicTask,
-    RunStatus,
-    Source,
-    TaskExecution,
-    Trigger,
-    utcnow,
+from bridge.rules.checks import whole_number
+from bridge.rules.decisions import (
+    FINISHED_NOTES,
+    Forecast,
+    first_at_or_after,
+    forecast,
+    occurrences,
 )
-from .policy import Overlap, Policies, PolicyFields
-from .spec import build_definition, check_name, parse_json, require_occurrence
-from .store import Sent, Store, insert_ignoring_duplicates
-from .timers import Timer, parse_timer
+from bridge.rules.definition import build_definition, check_name, parse_json, require_occurrence
+from bridge.rules.kinds import RunStatus, Source, Trigger
+from bridge.rules.policy import Overlap, Policies, PolicyFields
+from bridge.rules.runs import Payload, expires_at, new_run
+from bridge.rules.timers import Timer, parse_timer
+from bridge.storage.database import Database, database_for
+from bridge.storage.lifecycle import state_of
+from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution
+from bridge.storage.store import Sent, Store, insert_ignoring_duplicates
 
 #: The most runs :meth:`Bridge.forecast` (``bridge next``) looks ahead.
 MAX_FORECAST = 1000
@@ -431,7 +432,7 @@ class Bridge:
         with self.database.session() as session:
             session.add(
                 TaskExecution(
-                    **dispatch.new_run(schedule.id, schedule.task, now, Trigger.MANUAL, now, run_id)
+                    **new_run(schedule.id, schedule.task, now, Trigger.MANUAL, now, run_id)
                 )
             )
             session.execute(
@@ -493,7 +494,7 @@ class Bridge:
         self._make_way(app, schedule, mode, "backfill", "replaced by a backfill")
         sent: builtins.list[str] = []
         for plan in plans:
-            record = dispatch.new_run(schedule.id, schedule.task, plan, Trigger.BACKFILL, utcnow())
+            record = new_run(schedule.id, schedule.task, plan, Trigger.BACKFILL, utcnow())
             with self.database.session() as session:
                 if not insert_ignoring_duplicates(session, record):
                     continue
@@ -612,13 +613,13 @@ class Bridge:
         run_ids = [run.id for run in open_runs]
         # Recorded first, so the record says why rather than "terminated".
         store.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason)
-        dispatch.revoke(app, run_ids)
+        broker.revoke(app, run_ids)
 
     def _send(
         self,
         app: Celery,
         schedule: Schedule,
-        payload: dispatch.Payload,
+        payload: Payload,
         run_id: str,
         plan_time: datetime,
         trigger: Trigger,
@@ -632,9 +633,9 @@ class Bridge:
         """
         store = Store(self.database)
         # A run sent by hand carries no expiry of the policy, only its options'.
-        expires = dispatch.expires_at(payload, utcnow(), None)
+        expires = expires_at(payload, utcnow(), None)
         try:
-            dispatch.publish(
+            broker.publish(
                 app,
                 payload,
                 run_id=run_id,
@@ -668,8 +669,8 @@ def _disabled_note(note: str | None, broken: bool) -> str:
     return f"paused: {note}" if note else "paused"
 
 
-def _payload(schedule: Schedule) -> dispatch.Payload:
-    return dispatch.Payload.decode(schedule.task, schedule.args, schedule.kwargs, schedule.options)
+def _payload(schedule: Schedule) -> Payload:
+    return Payload.decode(schedule.task, schedule.args, schedule.kwargs, schedule.options)
 
 
 def _manual_overlap(value: str | None) -> Overlap:

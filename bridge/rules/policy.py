@@ -21,9 +21,9 @@ from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
-from .checks import LONGEST, whole_number, whole_number_range
-from .errors import ValidationError
-from .timers import TimerSyntaxError, format_duration, parse_duration
+from bridge.errors import ValidationError
+from bridge.rules.checks import LONGEST, whole_number, whole_number_range
+from bridge.rules.timers import TimerSyntaxError, format_duration, parse_duration
 
 
 class Overlap(enum.StrEnum):

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from .models import RunStatus, Trigger
-from .policy import Catchup, Overlap, Policies, jitter_bound, jitter_offset
-from .timers import IntervalTimer, Timer
+from bridge.rules.kinds import SCHEDULED_TRIGGERS, RunStatus, Trigger
+from bridge.rules.policy import Catchup, Overlap, Policies, jitter_bound, jitter_offset
+from bridge.rules.timers import IntervalTimer, Timer
 
 #: Catch-up ``all`` sends at most this many occurrences of one schedule per tick.
 CATCHUP_PER_TICK = 100
@@ -550,10 +550,6 @@ class Settlement:
     finish_note: str | None = None
     #: The run expired before it started: counted on the schedule.
     expired: bool = False
-
-
-#: The triggers of runs the schedule's policies govern.
-SCHEDULED_TRIGGERS = frozenset({Trigger.SCHEDULED, Trigger.CATCHUP, Trigger.RETRY})
 
 
 def settle(state: State, outcome: Outcome, is_latest: bool, now: datetime) -> Settlement:

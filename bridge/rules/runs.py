@@ -1,7 +1,8 @@
-"""Turning a schedule into a run record and a Celery message.
+"""A run's identity, its record and its message, as values: nothing is sent or written here.
 
-Shared by beat (scheduled runs) and the API (manual runs), so that every run
-the bridge sends carries the same id scheme, headers and options.
+Shared by beat (scheduled runs), the management API (manual runs and
+backfills) and the workers (which recognise the bridge's messages by their
+headers), so that every run carries the same id scheme, headers and options.
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from celery import Celery
-
-from .checks import LONGEST, seconds
-from .errors import ValidationError
-from .models import RunStatus, Trigger
+from bridge.errors import ValidationError
+from bridge.rules.checks import LONGEST, seconds
+from bridge.rules.kinds import RunStatus, Trigger
 
 #: Namespace of the deterministic run ids: one id per (schedule, plan time, attempt).
 RUN_ID_NAMESPACE = uuid.UUID("6f0b7c2e-5d1a-4c1e-9a8e-2b6f3c1d9e47")
@@ -138,53 +137,3 @@ def expires_at(payload: Payload, sent: datetime, policy: float | None) -> dateti
     """
     seconds = payload.options.get("expires", policy)
     return None if seconds is None else sent + timedelta(seconds=seconds)
-
-
-def publish(
-    app: Celery,
-    payload: Payload,
-    *,
-    run_id: str,
-    schedule_id: int,
-    schedule_name: str,
-    plan_time: datetime,
-    trigger: Trigger,
-    expires: datetime | None = None,
-    producer: Any = None,
-) -> None:
-    """Send the run's message with ``task_id`` = run id and headers naming its occurrence.
-
-    ``expires`` (from :func:`expires_at`; None: never) replaces the
-    ``expires`` of the payload's options, so the message expires exactly
-    when its record says.
-    """
-    options = dict(payload.options)
-    options.pop("expires", None)
-    if expires is not None:
-        options["expires"] = expires
-    headers = dict(options.pop("headers", {}))
-    headers |= {
-        HEADER_SCHEDULE: schedule_name,
-        HEADER_SCHEDULE_ID: schedule_id,
-        HEADER_PLAN_TIME: plan_time.isoformat(),
-        HEADER_TRIGGER: trigger.value,
-    }
-    app.send_task(
-        payload.task,
-        args=payload.args,
-        kwargs=payload.kwargs,
-        task_id=run_id,
-        headers=headers,
-        producer=producer,
-        **options,
-    )
-
-
-def revoke(app: Celery, run_ids: list[str]) -> None:
-    """Revoke runs and terminate them where they already execute (overlap ``replace``).
-
-    The revoke is broadcast to every worker, which also discards a message it
-    has not started yet; the caller marks the records ``REVOKED``.
-    """
-    if run_ids:
-        app.control.revoke(run_ids, terminate=True, signal="SIGTERM")

@@ -14,11 +14,11 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from .decisions import within_bounds
-from .dispatch import check_options
-from .errors import ValidationError
-from .policy import Policies
-from .timers import Timer, TimerSyntaxError, UnknownTimezone, load_zone, parse_timer
+from bridge.errors import ValidationError
+from bridge.rules.decisions import within_bounds
+from bridge.rules.policy import Policies
+from bridge.rules.runs import check_options
+from bridge.rules.timers import Timer, TimerSyntaxError, UnknownTimezone, load_zone, parse_timer
 
 NAME_MAX = 200
 #: The size of the ``task`` and ``timer`` columns.

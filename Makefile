@@ -1,6 +1,6 @@
 # Two commands do everything on a fresh clone:
 #   make demo   runs a worker and beat on the embedded default and shows runs firing
-#   make test   runs ruff, mypy and the whole test suite
+#   make test   runs ruff, mypy, the import contracts and the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -21,6 +21,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 test: lint
 	$(BIN)/python -m pytest

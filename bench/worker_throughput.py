@@ -67,7 +67,7 @@ from bench.harness import (
 from bridge import Bridge
 from bridge.broker import publish
 from bridge.rules.kinds import RunStatus, Trigger
-from bridge.rules.runs import Payload, new_run, run_id_for
+from bridge.rules.runs import Envelope, Payload, new_run, run_id_for
 from bridge.storage.models import PeriodicTask, TaskExecution
 
 APP = "bench.worker_app"
@@ -196,16 +196,10 @@ class Runs:
             for run_id, schedule, plan in zip(
                 self.ids, self.schedule_of, self.plan_times, strict=True
             ):
-                publish(
-                    app,
-                    payload,
-                    run_id=run_id,
-                    schedule_id=schedule,
-                    schedule_name=self.schedules[schedule],
-                    plan_time=plan,
-                    trigger=Trigger.SCHEDULED,
-                    producer=producer,
+                envelope = Envelope(
+                    run_id, schedule, self.schedules[schedule], plan, Trigger.SCHEDULED
                 )
+                publish(app, payload, envelope, producer)
 
     def outcome(self) -> tuple[Counter[str], int]:
         """The runs by status, and how many schedules show their latest run's success."""

@@ -9,56 +9,30 @@ options.
 from __future__ import annotations
 
 import importlib
-from datetime import datetime
 from typing import Any
 
 from celery import Celery
 
 from bridge.extras import EXTRA_MODULES, EXTRA_OF_SCHEME, MissingExtra, scheme_of
-from bridge.rules.kinds import Trigger
-from bridge.rules.runs import (
-    HEADER_PLAN_TIME,
-    HEADER_SCHEDULE,
-    HEADER_SCHEDULE_ID,
-    HEADER_TRIGGER,
-    Payload,
-)
+from bridge.rules.runs import Envelope, Payload
 
 
-def publish(
-    app: Celery,
-    payload: Payload,
-    *,
-    run_id: str,
-    schedule_id: int,
-    schedule_name: str,
-    plan_time: datetime,
-    trigger: Trigger,
-    expires: datetime | None = None,
-    producer: Any = None,
-) -> None:
-    """Send the run's message with ``task_id`` = run id and headers naming its occurrence.
+def publish(app: Celery, payload: Payload, envelope: Envelope, producer: Any = None) -> None:
+    """Send the run's call with the envelope's run id as task id and its headers and expiry.
 
-    ``expires`` (from :func:`expires_at`; None: never) replaces the
-    ``expires`` of the payload's options, so the message expires exactly
-    when its record says.
+    The payload's own headers are kept under the bridge's; its ``expires``
+    gives way to the envelope's (see :func:`bridge.rules.runs.expires_at`).
     """
     options = dict(payload.options)
     options.pop("expires", None)
-    if expires is not None:
-        options["expires"] = expires
-    headers = dict(options.pop("headers", {}))
-    headers |= {
-        HEADER_SCHEDULE: schedule_name,
-        HEADER_SCHEDULE_ID: schedule_id,
-        HEADER_PLAN_TIME: plan_time.isoformat(),
-        HEADER_TRIGGER: trigger.value,
-    }
+    if envelope.expires is not None:
+        options["expires"] = envelope.expires
+    headers = dict(options.pop("headers", {})) | envelope.headers()
     app.send_task(
         payload.task,
         args=payload.args,
         kwargs=payload.kwargs,
-        task_id=run_id,
+        task_id=envelope.run_id,
         headers=headers,
         producer=producer,
         **options,

@@ -67,6 +67,6 @@ class CrashingScheduler(DatabaseScheduler):  # type: ignore[misc]
         elif point == "sent":
             store.mark_sent = _then_die(store.mark_sent, when=lambda _: True)
         elif point == "advance":
-            self._advance = _then_die(self._advance, when=lambda _: True)
+            store.advance = _then_die(store.advance, when=lambda _: True)
         else:
             raise ValueError(f"BRIDGE_TEST_CRASH_AT={point!r}: expected one of {POINTS}")

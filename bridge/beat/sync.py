@@ -4,11 +4,11 @@ Entries are keyed by name. A new entry is inserted; an unchanged one keeps
 its ``nextrun`` and counters; a changed one takes the new definition (and a
 new first occurrence when its timer, zone, start or end changed); an entry
 gone from the configuration is disabled. Rows created through the API or the
-CLI are never touched. Every statement is a compare-and-set, so several beats
-starting at once converge on the same table.
+CLI are never touched. The entries are checked here, with the app's
+configuration; :mod:`bridge.storage.sync` writes them.
 
 An entry's policies are under its ``"policies"`` key, with the keywords of
-:class:`~bridge.policy.PolicyFields`. ``remaining`` is a countdown that beat
+:class:`~bridge.rules.policy.PolicyFields`. ``remaining`` is a countdown that beat
 moves, so it is not compared: the entry's value is taken when the entry is
 new or another of its fields changes, and a beat restart does not reset it.
 """
@@ -22,38 +22,15 @@ from typing import Any
 
 from celery import Celery
 from celery.schedules import crontab, schedule
-from sqlalchemy import ColumnElement, and_, not_, select, update
-from sqlalchemy.orm import Session
 
 from bridge.clock import utcnow
-from bridge.config import Settings
 from bridge.errors import ValidationError
 from bridge.rules.definition import Definition, build_definition, require_occurrence
-from bridge.rules.kinds import Source
 from bridge.rules.timers import format_duration
 from bridge.storage.database import Database
-from bridge.storage.models import PeriodicTask
-from bridge.storage.store import upsert_insert
-
-#: The columns whose change gives an entry a new first occurrence.
-TIMING_COLUMNS = ("timer", "timezone", "start_at", "end_at")
-#: Columns beat changes as it runs the schedule; a restart must not reset them.
-MOVING_COLUMNS = ("remaining",)
+from bridge.storage.sync import ConfigSync
 
 logger = logging.getLogger("bridge.sync")
-
-#: The note on a config row whose entry left ``beat_schedule``.
-REMOVED_NOTE = "disabled: removed from beat_schedule"
-
-#: A changed entry starts afresh: not broken, no streak, nothing held or owed.
-FRESH_STATE = {
-    "broken": False,
-    "failure_streak": 0,
-    "held": None,
-    "retry_plan": None,
-    "retry_attempt": None,
-    "retry_at": None,
-}
 
 
 def _cron_field(value: Any) -> str:
@@ -135,14 +112,7 @@ def entry_definition(
     return definition, require_occurrence(timer, definition.policies, now, schedule_value)
 
 
-def _same(values: Mapping[str, Any]) -> ColumnElement[bool]:
-    """The row holds exactly these values (NULL matching NULL)."""
-    return and_(
-        *(getattr(PeriodicTask, key).is_not_distinct_from(value) for key, value in values.items())
-    )
-
-
-def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> None:
+def sync_beat_schedule(app: Celery, database: Database) -> None:
     """Upsert ``app.conf.beat_schedule`` into ``periodic_task``; see the module docstring."""
     entries: Mapping[str, Mapping[str, Any]] = app.conf.beat_schedule or {}
     now = utcnow()
@@ -152,76 +122,14 @@ def sync_beat_schedule(app: Celery, database: Database, settings: Settings) -> N
             checked[name] = entry_definition(app, entry, now)
         except Exception as exc:  # one malformed entry must not stop the others
             logger.error("bridge: beat_schedule entry %r refused: %s", name, exc)
-
-    with database.session() as session:
-        owners = dict(
-            session.execute(
-                select(PeriodicTask.name, PeriodicTask.source).where(
-                    PeriodicTask.name.in_(list(checked))
-                )
-            ).all()
+    report = ConfigSync(database).apply(checked, list(entries), now)
+    for name in report.left_alone:
+        logger.warning(
+            "bridge: beat_schedule entry %r left alone: a schedule of that name "
+            "was created through the API or CLI",
+            name,
         )
-        for name, (definition, first) in checked.items():
-            if owners.get(name, Source.CONFIG) != Source.CONFIG:
-                logger.warning(
-                    "bridge: beat_schedule entry %r left alone: a schedule of that name "
-                    "was created through the API or CLI",
-                    name,
-                )
-                continue
-            _upsert(session, name, definition, first, now)
-        removed = session.execute(
-            update(PeriodicTask)
-            .where(
-                PeriodicTask.source == Source.CONFIG.value,
-                PeriodicTask.enabled,
-                PeriodicTask.name.not_in(list(entries)),
-            )
-            .values(enabled=False, note=REMOVED_NOTE, updated_at=now)
-            .execution_options(synchronize_session=False)
-        )
-        count = removed.rowcount  # type: ignore[attr-defined]
-        if count:
-            logger.info("bridge: disabled %d schedule(s) removed from beat_schedule", count)
-
-
-def _upsert(
-    session: Session, name: str, definition: Definition, first: datetime, now: datetime
-) -> None:
-    """Insert, retime, update or re-enable one entry's row, each as a compare-and-set."""
-    columns = definition.columns()
-    config_row = (PeriodicTask.name == name, PeriodicTask.source == Source.CONFIG.value)
-    session.execute(
-        upsert_insert(session, PeriodicTask)
-        .values(
-            definition.new_row(
-                name, anchor=now, first=first, enabled=True, source=Source.CONFIG, now=now
-            )
-        )
-        .on_conflict_do_nothing(index_elements=["name"])
-    )
-    changes: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = (
-        # A new timer, zone or bounds: a new first occurrence, counted from now.
-        (
-            {key: columns[key] for key in TIMING_COLUMNS},
-            {"anchor": now, "next_occurrence": first, "nextrun": first},
-        ),
-        # Anything else: the new values, the row keeps its place in time.
-        ({key: v for key, v in columns.items() if key not in MOVING_COLUMNS}, {}),
-    )
-    for compared, moves in changes:
-        changed = session.execute(
-            update(PeriodicTask)
-            .where(*config_row, not_(_same(compared)))
-            .values(**columns, **moves, **FRESH_STATE, enabled=True, note=None, updated_at=now)
-            .execution_options(synchronize_session=False)
-        )
-        if changed.rowcount:  # type: ignore[attr-defined]
-            logger.info("bridge: beat_schedule entry %r changed; definition updated", name)
-            break
-    session.execute(
-        update(PeriodicTask)
-        .where(*config_row, PeriodicTask.note == REMOVED_NOTE)
-        .values(enabled=True, note=None, next_occurrence=first, nextrun=first, updated_at=now)
-        .execution_options(synchronize_session=False)
-    )
+    for name in report.changed:
+        logger.info("bridge: beat_schedule entry %r changed; definition updated", name)
+    if report.removed:
+        logger.info("bridge: disabled %d schedule(s) removed from beat_schedule", report.removed)

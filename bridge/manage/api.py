@@ -13,31 +13,20 @@ The CLI is a thin layer over this class.
 from __future__ import annotations
 
 import builtins
-import json
 import uuid
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, fields
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from itertools import islice
-from typing import Any, Self, Unpack
+from typing import Any, Unpack
 
 from celery import Celery
-from sqlalchemy import delete, func, or_, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
-from bridge import broker
+from bridge import sending
 from bridge.broker import check_broker
 from bridge.clock import utcnow
 from bridge.config import Settings
-from bridge.errors import (
-    DuplicateSchedule,
-    RunSkipped,
-    ScheduleNotFound,
-    SendFailed,
-    ValidationError,
-)
-from bridge.rules.checks import whole_number
+from bridge.errors import RunSkipped, SendFailed, ValidationError
+from bridge.manage.views import Backfill, Instance, Run, Schedule, Status
 from bridge.rules.decisions import (
     FINISHED_NOTES,
     Forecast,
@@ -45,15 +34,22 @@ from bridge.rules.decisions import (
     forecast,
     occurrences,
 )
-from bridge.rules.definition import build_definition, check_name, parse_json, require_occurrence
-from bridge.rules.kinds import RunStatus, Source, Trigger
+from bridge.rules.definition import (
+    build_definition,
+    check_name,
+    require_occurrence,
+    with_queue,
+)
+from bridge.rules.edits import FRESH_STATE, retimes
+from bridge.rules.fire import state_of
+from bridge.rules.kinds import Source, Trigger
 from bridge.rules.policy import Overlap, Policies, PolicyFields
-from bridge.rules.runs import Payload, expires_at, new_run
+from bridge.rules.runs import Envelope, Payload, expires_at, new_run
 from bridge.rules.timers import Timer, parse_timer
+from bridge.rules.values import aware, required_instant, whole_number
 from bridge.storage.database import Database, database_for
-from bridge.storage.lifecycle import state_of
-from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution
-from bridge.storage.store import Sent, Store, insert_ignoring_duplicates
+from bridge.storage.runs import Sent
+from bridge.storage.schedules import ScheduleStore
 
 #: The most runs :meth:`Bridge.forecast` (``bridge next``) looks ahead.
 MAX_FORECAST = 1000
@@ -66,155 +62,6 @@ RESUME_FROM = ("now", "catchup")
 #: The overlap choices of a manual run or a backfill: ``buffer_one`` holds a
 #: *scheduled* occurrence, which a run sent by hand is not.
 MANUAL_OVERLAPS = (Overlap.ALLOW, Overlap.SKIP, Overlap.REPLACE)
-
-
-def _iso(value: Any) -> Any:
-    return value.astimezone(UTC).isoformat() if isinstance(value, datetime) else value
-
-
-def _json_or_text(text: str) -> Any:
-    """Decoded JSON for display; the raw text when a row holds malformed JSON."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
-class _View:
-    """Shared conversion of a table row into a frozen, detached view."""
-
-    @classmethod
-    def of(cls, row: Any) -> Self:
-        return cls(**{field.name: getattr(row, field.name) for field in fields(cls)})  # type: ignore[arg-type]
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready fields: times as ISO-8601 UTC, JSON columns decoded."""
-        out = {field.name: _iso(getattr(self, field.name)) for field in fields(self)}  # type: ignore[arg-type]
-        for key in ("args", "kwargs", "options"):
-            if key in out:
-                out[key] = _json_or_text(out[key])
-        return out
-
-
-@dataclass(frozen=True)
-class Schedule(_View):
-    """A schedule as stored in ``periodic_task``."""
-
-    id: int
-    name: str
-    task: str
-    timer: str
-    timezone: str
-    args: str
-    kwargs: str
-    options: str
-    enabled: bool
-    nextrun: datetime | None
-    next_occurrence: datetime | None
-    anchor: datetime
-    overlap: str
-    catchup: str
-    catchup_window: float | None
-    jitter: float
-    start_at: datetime | None
-    end_at: datetime | None
-    remaining: int | None
-    max_failures: int | None
-    max_attempts: int
-    backoff: str | None
-    expires: str
-    held: datetime | None
-    retry_plan: datetime | None
-    retry_attempt: int | None
-    retry_at: datetime | None
-    failure_streak: int
-    source: str
-    note: str | None
-    broken: bool
-    created_at: datetime
-    updated_at: datetime
-    last_run_at: datetime | None
-    last_run_id: str | None
-    last_status: str | None
-    total_run_count: int
-    skipped_count: int
-    missed_count: int
-    expired_count: int
-    worker: str | None
-    marked: datetime | None
-
-    @property
-    def fixed_delay(self) -> bool:
-        """Whether the timer counts from the previous run's completion (``... after completion``).
-
-        Such a schedule has no next run while a run is open: it is set when that run ends.
-        """
-        try:
-            timer = parse_timer(self.timer, self.timezone, self.anchor)
-        except ValueError:  # a bad stored timer or zone is reported where it is used
-            return False
-        return timer.fixed_delay
-
-
-@dataclass(frozen=True)
-class Run(_View):
-    """One run, as recorded in ``task_execution``."""
-
-    id: str
-    task: str
-    plan_time: datetime | None
-    attempt: int
-    trigger: str
-    status: str
-    queued_at: datetime | None
-    expires_at: datetime | None
-    started_at: datetime | None
-    finished_at: datetime | None
-    runtime: float | None
-    worker: str | None
-    result: str | None
-    error: str | None
-    traceback: str | None
-
-
-@dataclass(frozen=True)
-class Backfill:
-    """What :meth:`Bridge.backfill` did."""
-
-    #: The runs recorded and sent, oldest occurrence first.
-    created: list[Run]
-    #: Occurrences of the range already recorded (by beat or an earlier backfill); not sent again.
-    existing: int
-
-
-@dataclass(frozen=True)
-class Instance(_View):
-    """A beat instance, from its heartbeat in ``beat_instance``."""
-
-    id: str
-    host: str
-    pid: int
-    started_at: datetime
-    last_tick: datetime
-    sent: int
-
-
-@dataclass(frozen=True)
-class Status:
-    """What ``bridge status`` shows: who ticks, and how far behind the schedules are."""
-
-    instances: builtins.list[Instance]
-    #: Enabled schedules due now that no instance holds (or whose mark expired).
-    due_unclaimed: int
-    #: How long the most overdue enabled schedule has been due, in seconds (None: none is).
-    worst_lateness: float | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "instances": [instance.to_json() for instance in self.instances],
-            "due_unclaimed": self.due_unclaimed,
-            "worst_lateness": self.worst_lateness,
-        }
 
 
 class Bridge:
@@ -230,6 +77,7 @@ class Bridge:
         self.app = app
         self.settings = settings or Settings.from_app(app)
         self.database: Database = database_for(database_url or self.settings.database_url)
+        self.store = ScheduleStore(self.database)
 
     # -- schema -------------------------------------------------------------
 
@@ -258,39 +106,32 @@ class Bridge:
         """Create a schedule; its first run is the timer's first occurrence after now.
 
         ``policies`` are the scheduling policies (``overlap="allow"``,
-        ``start=...``, ``max_failures=3``, ...; see :class:`~bridge.policy.PolicyFields`);
+        ``start=...``, ``max_failures=3``, ...; see :class:`~bridge.rules.policy.PolicyFields`);
         those left out take their defaults. The first run also respects
         ``start`` and ``end``: a combination with no occurrence to come is refused.
         """
         now = utcnow()
         check_name(name)
-        anchor = _aware("anchor", anchor) if anchor is not None else now
+        anchor = aware("anchor", anchor) if anchor is not None else now
         if not isinstance(enabled, bool):
             raise ValidationError("enabled", enabled, "true or false")
         definition, timer_ = build_definition(
             task=task,
             timer=timer,
-            timezone=timezone or self._default_timezone(),
+            timezone=timezone or self.default_timezone(),
             anchor=anchor,
             args=args,
             kwargs=kwargs,
-            options=_with_queue(options, queue),
+            options=with_queue(options, queue),
             policies=policies,
-            known_tasks=None if allow_unknown_task else self._known_tasks(),
+            known_tasks=None if allow_unknown_task else self.known_tasks(),
         )
         first = require_occurrence(timer_, definition.policies, now, timer)
-        row = PeriodicTask(
-            **definition.new_row(
+        row = self.store.insert(
+            definition.new_row(
                 name, anchor=anchor, first=first, enabled=enabled, source=Source.API, now=now
             )
         )
-        try:
-            with self.database.session() as session:
-                if session.scalar(select(PeriodicTask.id).where(PeriodicTask.name == name)):
-                    raise DuplicateSchedule(name)
-                session.add(row)
-        except IntegrityError:
-            raise DuplicateSchedule(name) from None
         return Schedule.of(row)
 
     def edit(
@@ -316,12 +157,9 @@ class Bridge:
         stays as it was.
         """
         now = utcnow()
-        with self.database.session() as session:
-            row = self._row(session, name)
+        with self.store.changing(name) as row:
             # A new timer starts from now (an interval's grid is anchored there).
             anchor = now if timer is not None and timer != row.timer else row.anchor
-            current = Policies.from_columns(row)
-            merged_options = row.options if options is None else options
             definition, timer_ = build_definition(
                 task=row.task if task is None else task,
                 timer=row.timer if timer is None else timer,
@@ -329,23 +167,20 @@ class Bridge:
                 anchor=anchor,
                 args=row.args if args is None else args,
                 kwargs=row.kwargs if kwargs is None else kwargs,
-                options=_with_queue(merged_options, queue),
+                options=with_queue(row.options if options is None else options, queue),
                 policies=policies,
-                base=current,
-                known_tasks=None if allow_unknown_task or task is None else self._known_tasks(),
+                base=Policies.from_columns(row),
+                known_tasks=None if allow_unknown_task or task is None else self.known_tasks(),
             )
-            new, columns = definition.policies, definition.columns()
-            retimed = (definition.timer, definition.timezone, new.start, new.end) != (
-                row.timer,
-                row.timezone,
-                current.start,
-                current.end,
-            )
+            columns = definition.columns()
+            retimed = retimes(row, columns)
             if not retimed and all(getattr(row, key) == value for key, value in columns.items()):
                 return Schedule.of(row)
             if retimed:
                 written = row.timer if timer is None else timer
-                row.next_occurrence = row.nextrun = require_occurrence(timer_, new, now, written)
+                row.next_occurrence = row.nextrun = require_occurrence(
+                    timer_, definition.policies, now, written
+                )
                 row.anchor = anchor
             for key, value in columns.items():
                 setattr(row, key, value)
@@ -359,8 +194,7 @@ class Bridge:
         new note; without one, or with the note it has, pausing it again is
         refused and writes nothing.
         """
-        with self.database.session() as session:
-            row = self._row(session, name)
+        with self.store.changing(name) as row:
             if not row.enabled and (note is None or note == row.note):
                 shown = f"paused: {row.note}" if row.note else "paused"
                 raise ValidationError(
@@ -383,8 +217,7 @@ class Bridge:
         if from_ not in RESUME_FROM:
             raise ValidationError("from", from_, " or ".join(RESUME_FROM))
         now = utcnow()
-        with self.database.session() as session:
-            row = self._row(session, name)
+        with self.store.changing(name) as row:
             if row.enabled and not row.broken:
                 raise ValidationError(
                     "name", name, "a paused or broken schedule (it is enabled: nothing to resume)"
@@ -397,21 +230,17 @@ class Bridge:
                 raise ValidationError(
                     "from", from_, "now (the schedule has no occurrence left to catch up from)"
                 )
+            for key, value in FRESH_STATE.items():
+                setattr(row, key, value)
             row.nextrun = row.next_occurrence
             row.enabled = True
             row.note = None
-            row.broken = False
-            row.failure_streak = 0
-            row.held = None
-            row.retry_plan = row.retry_attempt = row.retry_at = None
             row.updated_at = now
             return Schedule.of(row)
 
     def remove(self, name: str) -> None:
         """Delete the schedule and, by cascade, its runs."""
-        with self.database.session() as session:
-            self._row(session, name)
-            session.execute(delete(PeriodicTask).where(PeriodicTask.name == name))
+        self.store.remove(name)
 
     def run(self, name: str, overlap: str | None = None) -> Run:
         """Send a run now (``trigger=manual``), whatever the timer says.
@@ -429,23 +258,9 @@ class Bridge:
         run_id = str(uuid.uuid4())
         self._make_way(app, schedule, mode, "run", f"replaced by manual run {run_id}")
         now = utcnow()
-        with self.database.session() as session:
-            session.add(
-                TaskExecution(
-                    **new_run(schedule.id, schedule.task, now, Trigger.MANUAL, now, run_id)
-                )
-            )
-            session.execute(
-                update(PeriodicTask)
-                .where(PeriodicTask.id == schedule.id)
-                .values(
-                    last_run_at=now,
-                    last_run_id=run_id,
-                    last_status=RunStatus.PENDING.value,
-                    total_run_count=PeriodicTask.total_run_count + 1,
-                )
-                .execution_options(synchronize_session=False)
-            )
+        self.store.record_manual_run(
+            new_run(schedule.id, schedule.task, now, Trigger.MANUAL, now, run_id), now
+        )
         self._send(app, schedule, payload, run_id, now, Trigger.MANUAL, "run")
         return self._runs([run_id])[0]
 
@@ -472,7 +287,7 @@ class Bridge:
         """
         app = self._sender()
         now = utcnow()
-        first, last = _instant("from", start), _instant("to", end)
+        first, last = required_instant("from", start), required_instant("to", end)
         if last <= first:
             raise ValidationError("to", end, f"a time after from ({first.isoformat()})")
         if last > now:
@@ -495,9 +310,8 @@ class Bridge:
         sent: builtins.list[str] = []
         for plan in plans:
             record = new_run(schedule.id, schedule.task, plan, Trigger.BACKFILL, utcnow())
-            with self.database.session() as session:
-                if not insert_ignoring_duplicates(session, record):
-                    continue
+            if not self.store.record_if_new(record):
+                continue
             self._send(app, schedule, payload, record["id"], plan, Trigger.BACKFILL, "backfill")
             sent.append(record["id"])
         return Backfill(created=self._runs(sent), existing=len(plans) - len(sent))
@@ -505,53 +319,33 @@ class Bridge:
     # -- reading -----------------------------------------------------------------
 
     def get(self, name: str) -> Schedule:
-        with self.database.session() as session:
-            return Schedule.of(self._row(session, name))
+        return Schedule.of(self.store.get(name))
 
     def list(self) -> builtins.list[Schedule]:
-        with self.database.session() as session:
-            rows = session.scalars(select(PeriodicTask).order_by(PeriodicTask.name))
-            return [Schedule.of(row) for row in rows]
+        return [Schedule.of(row) for row in self.store.all()]
 
     def status(self, now: datetime | None = None) -> Status:
         """The live beat instances, the due rows nobody holds and the worst lateness."""
         now = now or utcnow()
         lease_start = now - timedelta(seconds=self.settings.lease_seconds)
-        due = (PeriodicTask.enabled, PeriodicTask.nextrun <= now)
-        with self.database.session() as session:
-            instances = session.scalars(select(BeatInstance).order_by(BeatInstance.started_at))
-            unclaimed = session.scalar(
-                select(func.count())
-                .select_from(PeriodicTask)
-                .where(
-                    *due,
-                    or_(PeriodicTask.worker.is_(None), PeriodicTask.marked < lease_start),
-                )
-            )
-            oldest = session.scalar(select(func.min(PeriodicTask.nextrun)).where(*due))
-            return Status(
-                instances=[Instance.of(row) for row in instances],
-                due_unclaimed=unclaimed or 0,
-                worst_lateness=None if oldest is None else (now - oldest).total_seconds(),
-            )
+        late = self.store.lateness(now, lease_start)
+        return Status(
+            instances=[Instance.of(row) for row in late.instances],
+            due_unclaimed=late.due_unclaimed,
+            worst_lateness=(
+                None if late.oldest_due is None else (now - late.oldest_due).total_seconds()
+            ),
+        )
 
     def history(self, name: str, limit: int = 20) -> builtins.list[Run]:
         """The schedule's runs, newest first."""
         limit = whole_number("limit", limit)
-        with self.database.session() as session:
-            schedule_id = self._row(session, name).id
-            rows = session.scalars(
-                select(TaskExecution)
-                .where(TaskExecution.periodic_task_id == schedule_id)
-                .order_by(TaskExecution.plan_time.desc(), TaskExecution.attempt.desc())
-                .limit(limit)
-            )
-            return [Run.of(row) for row in rows]
+        return [Run.of(row) for row in self.store.history(name, limit)]
 
     def forecast(self, name: str, count: int = 5, now: datetime | None = None) -> Forecast:
         """The next ``count`` runs beat will send for the schedule, as it will send them.
 
-        The same rules beat applies (see :func:`bridge.decisions.forecast`):
+        The same rules beat applies (see :func:`bridge.rules.decisions.forecast`):
         start and end bounds, remaining runs, jitter (each run's window and
         its exact time), an owed retry or held occurrence, and what beat will
         catch up of occurrences already overdue. ``end`` says why no more
@@ -560,16 +354,14 @@ class Bridge:
         each run completes.
         """
         count = whole_number("count", count, high=MAX_FORECAST)
-        with self.database.session() as session:
-            row = self._row(session, name)
-            if not row.enabled:
-                return Forecast([], _disabled_note(row.note, row.broken))
-            state = state_of(row)
-            nextrun = row.nextrun
-        if nextrun is None:
+        row = self.store.get(name)
+        if not row.enabled:
+            return Forecast([], _disabled_note(row.note, row.broken))
+        state = state_of(row)
+        if row.nextrun is None:
             waiting = NOTE_RUNNING_RUN if state.fixed_delay else NOTE_OPEN_RUN
             return Forecast([], waiting)
-        return forecast(state, nextrun, now or utcnow(), count)
+        return forecast(state, row.nextrun, now or utcnow(), count)
 
     def next_runs(
         self, name: str, count: int = 5, now: datetime | None = None
@@ -577,17 +369,23 @@ class Bridge:
         """When beat will send the schedule's next ``count`` runs (see :meth:`forecast`)."""
         return [run.fire_at for run in self.forecast(name, count, now).runs]
 
+    # -- the app's defaults ----------------------------------------------------------
+
+    def default_timezone(self) -> str:
+        """The zone of a schedule that names none: the app's ``timezone``, else UTC."""
+        return (self.app.conf.timezone if self.app is not None else None) or "UTC"
+
+    def known_tasks(self) -> Collection[str] | None:
+        """The app's registered task names (None without an app: any name is taken)."""
+        if self.app is None:
+            return None
+        self.app.loader.import_default_modules()
+        return set(self.app.tasks.keys())
+
     # -- helpers -------------------------------------------------------------------
 
-    def _row(self, session: Session, name: str) -> PeriodicTask:
-        row = session.scalar(select(PeriodicTask).where(PeriodicTask.name == name))
-        if row is None:
-            raise ScheduleNotFound(name)
-        return row
-
     def _runs(self, run_ids: Collection[str]) -> builtins.list[Run]:
-        with self.database.session() as session:
-            return [Run.of(session.get_one(TaskExecution, run_id)) for run_id in run_ids]
+        return [Run.of(row) for row in self.store.runs(run_ids)]
 
     def _sender(self) -> Celery:
         """The app to send with, its broker's library known to be there before anything
@@ -603,17 +401,13 @@ class Bridge:
         """Apply a manual run's overlap to the schedule's open runs: refuse, revoke or ignore."""
         if overlap is Overlap.ALLOW:
             return
-        store = Store(self.database)
-        open_runs = store.open_runs(schedule.id)
+        open_runs = self.store.open_runs(schedule.id)
         if not open_runs:
             return
         if overlap is Overlap.SKIP:
             blocking = open_runs[0]
             raise RunSkipped(command, schedule.name, blocking.id, blocking.status)
-        run_ids = [run.id for run in open_runs]
-        # Recorded first, so the record says why rather than "terminated".
-        store.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason)
-        broker.revoke(app, run_ids)
+        sending.revoke(app, self.store, [run.id for run in open_runs], reason)
 
     def _send(
         self,
@@ -627,38 +421,22 @@ class Bridge:
     ) -> None:
         """Publish a recorded run and mark it ``SENT``.
 
-        A broker error marks the record ``FAILURE`` instead, so that it does
-        not stay ``PENDING`` and block the schedule's overlap check, and
-        raises :class:`~bridge.errors.SendFailed`.
+        A message that cannot be sent, whatever the reason, marks the record
+        ``FAILURE`` instead, so that it does not stay ``PENDING`` and block
+        the schedule's overlap check, and raises :class:`~bridge.errors.SendFailed`.
         """
-        store = Store(self.database)
         # A run sent by hand carries no expiry of the policy, only its options'.
         expires = expires_at(payload, utcnow(), None)
         try:
-            broker.publish(
+            sending.publish_or_fail(
                 app,
+                self.store,
                 payload,
-                run_id=run_id,
-                schedule_id=schedule.id,
-                schedule_name=schedule.name,
-                plan_time=plan_time,
-                trigger=trigger,
-                expires=expires,
+                Envelope(run_id, schedule.id, schedule.name, plan_time, trigger, expires),
             )
-        except Exception as exc:
-            reason = f"could not send: {type(exc).__name__}: {exc}".splitlines()[0]
-            store.finish_runs([run_id], RunStatus.FAILURE, utcnow(), reason)
-            raise SendFailed(schedule.name, reason, command) from exc
-        store.mark_sent([Sent(schedule.id, run_id, expires)], utcnow())
-
-    def _default_timezone(self) -> str:
-        return (self.app.conf.timezone if self.app is not None else None) or "UTC"
-
-    def _known_tasks(self) -> Collection[str] | None:
-        if self.app is None:
-            return None
-        self.app.loader.import_default_modules()
-        return set(self.app.tasks.keys())
+        except sending.NotSent as exc:
+            raise SendFailed(schedule.name, exc.reason, command) from exc
+        self.store.mark_sent([Sent(schedule.id, run_id, expires)], utcnow())
 
 
 def _disabled_note(note: str | None, broken: bool) -> str:
@@ -697,39 +475,6 @@ def _occurrences(
             f"a range of at most {limit} occurrences (it has more; raise --limit to allow more)",
         )
     return found
-
-
-def _with_queue(options: Mapping[str, Any] | str | None, queue: str | None) -> Any:
-    """``options`` with ``queue`` set in it, when a queue is given."""
-    if queue is None:
-        return options
-    if not queue.strip():
-        raise ValidationError("queue", queue, "a queue name")
-    decoded: dict[str, Any] = parse_json("options", options or {}, dict, "a JSON object")
-    return {**decoded, "queue": queue}
-
-
-def _instant(field: str, value: Any) -> datetime:
-    """An aware datetime, or ISO-8601 text with a UTC offset, in UTC."""
-    if not isinstance(value, str):
-        return _aware(field, value)
-    try:
-        parsed: datetime | None = datetime.fromisoformat(value.strip())
-    except ValueError:
-        parsed = None
-    if parsed is None or parsed.tzinfo is None:
-        raise ValidationError(
-            field, value, "an ISO-8601 time with a UTC offset, such as '2026-12-01T09:00:00+01:00'"
-        )
-    return parsed.astimezone(UTC)
-
-
-def _aware(field: str, value: Any) -> datetime:
-    if not isinstance(value, datetime):
-        raise ValidationError(field, value, "a datetime with a UTC offset")
-    if value.tzinfo is None:
-        raise ValidationError(field, value.isoformat(), "a time with a UTC offset")
-    return value.astimezone(UTC)
 
 
 __all__ = ["Backfill", "Bridge", "Instance", "Run", "Schedule", "Status"]

@@ -44,19 +44,14 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from itertools import groupby, islice
+from itertools import islice
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Row, bindparam, insert, select, update
-from sqlalchemy.exc import IntegrityError
-
-from bridge.beat.sync import FRESH_STATE, MOVING_COLUMNS, TIMING_COLUMNS
 from bridge.clock import utcnow
 from bridge.errors import ValidationError
-from bridge.manage.api import Bridge, _instant, _with_queue
+from bridge.manage.api import Bridge
 from bridge.rules.definition import (
     Definition,
     build_definition,
@@ -64,12 +59,14 @@ from bridge.rules.definition import (
     check_timer,
     next_in_bounds,
     require_occurrence,
+    with_queue,
 )
+from bridge.rules.edits import FRESH_STATE, MOVING_COLUMNS, retimes
 from bridge.rules.kinds import Source
-from bridge.rules.policy import POLICY_NAMES, Policies
+from bridge.rules.policy import POLICY_COLUMNS, POLICY_NAMES, Policies
 from bridge.rules.timers import Timer, format_duration
-from bridge.storage.database import Database
-from bridge.storage.models import PeriodicTask
+from bridge.rules.values import json_or_text, required_instant
+from bridge.storage.bulk import Changes, RowValues, ScheduleImport, rows_by_name
 
 #: The fields a line may have besides the policies, in the order export writes them.
 #: ``queue`` is merged into ``options`` (as ``add --queue`` does), so export never writes it.
@@ -89,16 +86,11 @@ LINE_FIELDS = (*DEFINITION_FIELDS, *POLICY_NAMES)
 
 #: Lines checked and written together: a few statements per batch.
 BATCH_SIZE = 2000
-#: How often a batch is planned again when another process created one of its names meanwhile.
-CONFLICT_RETRIES = 3
 #: How much of an unreadable line a refusal repeats.
 SHOWN_CHARS = 80
 
-_TABLE = PeriodicTask.__table__
 #: One line of an import: text, or bytes as read from a file (decoded as UTF-8).
 Line = str | bytes
-#: A ``periodic_task`` row's values by column name: a SQLAlchemy ``RowMapping`` or a dict.
-RowValues = Mapping[Any, Any]
 #: The columns an import compares with its line: the definition (but the
 #: countdown), the anchor and the enabled flag. Export reads these too.
 _COMPARED = tuple(
@@ -110,10 +102,6 @@ _COMPARED = tuple(
     )
     if column not in MOVING_COLUMNS
 )
-#: What moves a schedule to a new first occurrence (``edit``'s rule, plus an explicit anchor).
-_RETIMING = (*TIMING_COLUMNS, "anchor")
-#: The column of each policy keyword, for export.
-_POLICY_COLUMNS = dict(zip(POLICY_NAMES, Policies().columns(), strict=True))
 #: What a new schedule has for the fields export leaves out when equal.
 _DEFAULTS: dict[str, Any] = {"args": [], "kwargs": {}, "options": {}, "enabled": True}
 
@@ -186,7 +174,7 @@ class Entry:
             return None
         changes: dict[str, Any] = {**columns, "updated_at": now}
         resumed = self.enabled and not row["enabled"]
-        if resumed or any(row[key] != wanted[key] for key in _RETIMING):
+        if resumed or retimes(row, wanted):
             first = self.occurrence(anchor, now)
             changes.update(anchor=anchor, next_occurrence=first, nextrun=first)
         if resumed:
@@ -218,10 +206,7 @@ def parse_line(text: Line, line: int, rules: Rules) -> Entry:
     enabled = fields.get("enabled", True)
     if not isinstance(enabled, bool):
         raise ValidationError("enabled", enabled, "true or false")
-    anchor = None if fields.get("anchor") is None else _instant("anchor", fields["anchor"])
-    queue = fields.get("queue")
-    if queue is not None and not isinstance(queue, str):
-        raise ValidationError("queue", queue, "a queue name")
+    anchor = None if fields.get("anchor") is None else required_instant("anchor", fields["anchor"])
     definition, timer = build_definition(
         task=fields.get("task"),
         timer=fields.get("timer"),
@@ -229,7 +214,7 @@ def parse_line(text: Line, line: int, rules: Rules) -> Entry:
         anchor=anchor or rules.now,
         args=fields.get("args") or [],
         kwargs=fields.get("kwargs"),
-        options=_with_queue(fields.get("options"), queue),
+        options=with_queue(fields.get("options"), fields.get("queue")),
         policies={key: fields[key] for key in POLICY_NAMES if key in fields},
         known_tasks=rules.known_tasks,
     )
@@ -291,34 +276,17 @@ class ImportReport:
 
 
 @dataclass
-class _Plan:
-    """One batch's statements, and its counts until they are committed."""
+class _Plan(Changes):
+    """One batch's changes, and its counts until they are committed."""
 
-    creates: list[dict[str, Any]] = field(default_factory=list)
-    updates: list[dict[str, Any]] = field(default_factory=list)
     unchanged: int = 0
     refusals: list[Refusal] = field(default_factory=list)
-
-    def write(self, connection: Connection) -> None:
-        if self.creates:
-            connection.execute(insert(PeriodicTask), self.creates)
-        # executemany needs one set of columns per statement: pauses, resumes and
-        # retimings each write a few more than a change of definition. Rows are
-        # locked in id order within each, so two imports of one file do not deadlock.
-        self.updates.sort(key=lambda values: (_column_set(values), values["row_id"]))
-        for _columns, group in groupby(self.updates, key=_column_set):
-            statement = update(PeriodicTask).where(PeriodicTask.id == bindparam("row_id"))
-            connection.execute(statement, list(group))
 
     def count_into(self, report: ImportReport) -> None:
         report.created += len(self.creates)
         report.updated += len(self.updates)
         report.unchanged += self.unchanged
         report.refusals.extend(self.refusals)
-
-
-def _column_set(values: Mapping[str, Any]) -> tuple[str, ...]:
-    return tuple(sorted(values))
 
 
 def import_schedules(
@@ -339,19 +307,23 @@ def import_schedules(
     writes nothing.
     """
     report = ImportReport()
-    default_timezone = bridge._default_timezone()
-    known_tasks = None if allow_unknown_task else bridge._known_tasks()
+    default_timezone = bridge.default_timezone()
+    known_tasks = None if allow_unknown_task else bridge.known_tasks()
     first_line: dict[str, int] = {}
-    database = bridge.database
-    with _outer_transaction(database, all_or_nothing and not dry_run) as outer:
+    writer = ScheduleImport(bridge.database, _COMPARED, all_or_nothing and not dry_run)
+    with writer.begun():
         for batch in _batches(lines):
             now = utcnow()
             entries = _check(batch, Rules(now, default_timezone, known_tasks), report)
             entries = _first_of_each_name(entries, first_line, report)
             if entries:
-                _import_batch(database, outer, entries, now, dry_run).count_into(report)
-        if outer is not None and report.refusals:
-            outer.rollback()
+                plan = functools.partial(_plan, entries, now)
+                names = [entry.name for entry in entries]
+                changes = writer.batch(names, plan, write=not dry_run)
+                assert isinstance(changes, _Plan)
+                changes.count_into(report)
+        if report.refusals:
+            writer.undo()
     report.refusals.sort()
     report.written = not dry_run and not (all_or_nothing and report.refusals)
     return report
@@ -390,60 +362,8 @@ def _first_of_each_name(
     return kept
 
 
-@contextmanager
-def _outer_transaction(database: Database, wanted: bool) -> Iterator[Connection | None]:
-    """The one transaction of an all-or-nothing import (committed unless rolled back)."""
-    if not wanted:
-        yield None
-        return
-    with database.engine.connect() as connection, connection.begin():
-        yield connection
-
-
-def _import_batch(
-    database: Database,
-    outer: Connection | None,
-    entries: Sequence[Entry],
-    now: datetime,
-    dry_run: bool,
-) -> _Plan:
-    """Plan and write one batch, planning again if a concurrent ``add`` took one of its names."""
-    for attempt in range(1, CONFLICT_RETRIES + 1):
-        try:
-            with _batch_transaction(database, outer) as connection:
-                plan = _plan(connection, entries, now)
-                if not dry_run:
-                    plan.write(connection)
-            return plan
-        except IntegrityError:
-            if attempt == CONFLICT_RETRIES:
-                raise
-    raise AssertionError("unreachable: the last attempt returns or raises")
-
-
-@contextmanager
-def _batch_transaction(database: Database, outer: Connection | None) -> Iterator[Connection]:
-    """A transaction for one batch: a savepoint inside the outer one, or its own.
-
-    An error rolls it back and propagates, so a retried batch starts clean.
-    """
-    if outer is not None:
-        with outer.begin_nested():
-            yield outer
-        return
-    with database.engine.begin() as connection:
-        yield connection
-
-
-def _plan(connection: Connection, entries: Sequence[Entry], now: datetime) -> _Plan:
-    rows = {
-        row.name: row._mapping
-        for row in connection.execute(
-            select(_TABLE.c.id, _TABLE.c.name, *(_TABLE.c[c] for c in _COMPARED)).where(
-                _TABLE.c.name.in_([entry.name for entry in entries])
-            )
-        )
-    }
+def _plan(entries: Sequence[Entry], now: datetime, rows: Mapping[str, RowValues]) -> _Plan:
+    """What a batch of lines does to the rows of their names as they are now."""
     plan = _Plan()
     for entry in entries:
         row = rows.get(entry.name)
@@ -480,11 +400,11 @@ def export_fields(row: RowValues) -> dict[str, Any]:
     if row["timer"].startswith("every "):
         line["anchor"] = row["anchor"].astimezone(UTC).isoformat()
     for key in ("args", "kwargs", "options", "enabled"):
-        value = row[key] if key == "enabled" else _decoded(row[key])
+        value = row[key] if key == "enabled" else json_or_text(row[key])
         if value != _DEFAULTS[key]:
             line[key] = value
     defaults = Policies().columns()
-    for name, column in _POLICY_COLUMNS.items():
+    for name, column in POLICY_COLUMNS.items():
         value = row[column]
         if value is None or value == defaults[column] or (column in MOVING_COLUMNS and not value):
             continue  # a spent countdown (0) is state: the schedule is disabled instead
@@ -494,14 +414,6 @@ def export_fields(row: RowValues) -> dict[str, Any]:
 
 def export_line(row: RowValues) -> str:
     return json.dumps(export_fields(row), ensure_ascii=False)
-
-
-def _decoded(text: str) -> Any:
-    """A JSON column's value; the raw text when it holds malformed JSON."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
 
 
 def _policy_text(value: Any) -> Any:
@@ -516,44 +428,10 @@ def _policy_text(value: Any) -> Any:
     return value
 
 
-#: Rows read per round trip while exporting.
-EXPORT_PAGE = 2000
-
-
 def export_schedules(bridge: Bridge) -> Iterator[str]:
     """One line per schedule, in code-point order of names."""
-    for row in _rows_by_name(bridge.database):
+    for row in rows_by_name(bridge.database, (*_COMPARED, "remaining")):
         yield export_line(row)
-
-
-def _rows_by_name(database: Database) -> Iterator[RowValues]:
-    """Every schedule in code-point order of names, without holding up beat.
-
-    PostgreSQL sorts by ``COLLATE "C"`` (code points, whatever the database's
-    collation) in one read-only snapshot streamed through a server-side
-    cursor. SQLite's plain order already is code points, but every SQLite
-    transaction here takes the write lock, so it is read in short pages along
-    the name index instead of one long transaction.
-    """
-    columns = select(*(_TABLE.c[c] for c in ("name", *_COMPARED, "remaining")))
-    if not database.is_sqlite:
-        with database.engine.connect() as connection:
-            result = connection.execution_options(yield_per=EXPORT_PAGE).execute(
-                columns.order_by(_TABLE.c.name.collate("C"))
-            )
-            yield from (row._mapping for row in result)
-        return
-    last: str | None = None
-    while True:
-        page = columns.order_by(_TABLE.c.name).limit(EXPORT_PAGE)
-        if last is not None:
-            page = page.where(_TABLE.c.name > last)
-        with database.engine.connect() as connection:
-            rows: list[Row[Any]] = list(connection.execute(page))
-        yield from (row._mapping for row in rows)
-        if len(rows) < EXPORT_PAGE:
-            return
-        last = rows[-1].name
 
 
 __all__ = [

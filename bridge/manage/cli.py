@@ -14,17 +14,16 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
 import click
-from sqlalchemy.exc import DBAPIError, OperationalError
 
 from bridge.errors import BridgeError, ValidationError
 from bridge.manage.api import MAX_FORECAST, NOTE_RUNNING_RUN, Bridge, Run, Schedule
 from bridge.manage.bulk import export_schedules, import_schedules
-from bridge.rules.checks import INT_MAX, whole_number
 from bridge.rules.decisions import Upcoming
 from bridge.rules.kinds import Trigger
 from bridge.rules.policy import POLICY_NAMES
 from bridge.rules.timers import format_duration
-from bridge.storage.database import error_reason
+from bridge.rules.values import INT_MAX, whole_number
+from bridge.storage.database import DatabaseError, error_reason
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,7 +42,7 @@ def fails_in_one_line(command: F) -> F:
             return command(*args, **kwargs)
         except BridgeError as exc:
             raise click.ClickException(str(exc)) from None
-        except (OperationalError, DBAPIError) as exc:
+        except DatabaseError as exc:
             raise click.ClickException(f"database error: {error_reason(exc)}") from None
 
     return wrapper  # type: ignore[return-value]

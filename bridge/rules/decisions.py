@@ -14,13 +14,16 @@ owed sooner, or when a held run may start.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 from bridge.rules.kinds import SCHEDULED_TRIGGERS, RunStatus, Trigger
 from bridge.rules.policy import Catchup, Overlap, Policies, jitter_bound, jitter_offset
 from bridge.rules.timers import IntervalTimer, Timer
+from bridge.rules.values import column_of
 
 #: Catch-up ``all`` sends at most this many occurrences of one schedule per tick.
 CATCHUP_PER_TICK = 100
@@ -534,6 +537,23 @@ class Outcome:
     attempt: int
     finished_at: datetime
     error: str | None = None
+
+    @classmethod
+    def of(cls, run: Any) -> Outcome:
+        """The outcome of a final run, given as its record's columns (a row or a mapping).
+
+        A run ended without a finish time (beat giving it up, say) ended when
+        its status last changed.
+        """
+        value = functools.partial(column_of, run)
+        return cls(
+            trigger=Trigger(value("trigger")),
+            status=RunStatus(value("status")),
+            plan_time=value("plan_time"),
+            attempt=value("attempt"),
+            finished_at=value("finished_at") or value("updated_at"),
+            error=value("error"),
+        )
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,6 @@ the value given and what is expected, before anything is written.
 from __future__ import annotations
 
 import functools
-import json
 import unicodedata
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
@@ -19,37 +18,11 @@ from bridge.rules.decisions import within_bounds
 from bridge.rules.policy import Policies
 from bridge.rules.runs import check_options
 from bridge.rules.timers import Timer, TimerSyntaxError, UnknownTimezone, load_zone, parse_timer
+from bridge.rules.values import dumps, json_value
 
 NAME_MAX = 200
 #: The size of the ``task`` and ``timer`` columns.
 TEXT_MAX = 200
-
-
-def dumps(value: Any) -> str:
-    """The stored JSON form: stable, so that equal definitions compare equal as text."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"))
-
-
-def parse_json(field: str, value: Any, kind: type, expected: str) -> Any:
-    """Accept a JSON text or an already-decoded value of ``kind``.
-
-    A refusal repeats the value as the user gave it (the text, not its decoding).
-    """
-    given = value
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise ValidationError(field, given, expected) from None
-    if isinstance(value, tuple) and kind is list:
-        value = list(value)
-    if not isinstance(value, kind):
-        raise ValidationError(field, given, expected)
-    try:
-        dumps(value)
-    except (TypeError, ValueError):
-        raise ValidationError(field, given, f"{expected} of JSON-serialisable values") from None
-    return value
 
 
 def check_keywords(kwargs: dict[Any, Any]) -> dict[str, Any]:
@@ -242,14 +215,25 @@ def build_definition(
         timer=parsed.text,
         timezone=zone,
         args=dumps(
-            parse_json("args", list(args) if isinstance(args, tuple) else args, list, "a JSON list")
+            json_value("args", list(args) if isinstance(args, tuple) else args, list, "a JSON list")
         ),
         kwargs=dumps(
             check_keywords(
-                parse_json("kwargs", {} if kwargs is None else kwargs, dict, "a JSON object")
+                json_value("kwargs", {} if kwargs is None else kwargs, dict, "a JSON object")
             )
         ),
-        options=dumps(check_options(parse_json("options", options or {}, dict, "a JSON object"))),
+        options=dumps(check_options(json_value("options", options or {}, dict, "a JSON object"))),
         policies=Policies.build(policies or {}, base),
     )
     return definition, parsed
+
+
+def with_queue(options: Mapping[str, Any] | str | None, queue: Any) -> Any:
+    """``options`` (a JSON object or its text) with ``queue`` set in it, when a queue is given:
+    ``add --queue q`` is ``--options '{"queue": "q"}'``."""
+    if queue is None:
+        return options
+    if not isinstance(queue, str) or not queue.strip():
+        raise ValidationError("queue", queue, "a queue name")
+    decoded: dict[str, Any] = json_value("options", options or {}, dict, "a JSON object")
+    return {**decoded, "queue": queue}

@@ -16,14 +16,14 @@ from __future__ import annotations
 import enum
 import functools
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
 from bridge.errors import ValidationError
-from bridge.rules.checks import LONGEST, whole_number, whole_number_range
 from bridge.rules.timers import TimerSyntaxError, format_duration, parse_duration
+from bridge.rules.values import LONGEST, instant, is_clear, whole_number, whole_number_range
 
 
 class Overlap(enum.StrEnum):
@@ -57,9 +57,6 @@ EXPIRES_NEVER = "never"
 #: The size of the ``backoff`` column.
 BACKOFF_MAX_CHARS = 200
 
-#: Words that clear an optional policy (``--end none``).
-_CLEAR = {"", "none", "null"}
-
 
 class PolicyFields(TypedDict, total=False):
     """The policy keywords the API, the CLI and ``beat_schedule`` accept."""
@@ -75,9 +72,6 @@ class PolicyFields(TypedDict, total=False):
     max_attempts: int | str
     backoff: str | list[str] | None
     expires: str | float | timedelta | None
-
-
-POLICY_NAMES: tuple[str, ...] = tuple(PolicyFields.__annotations__)
 
 
 @dataclass(frozen=True)
@@ -166,7 +160,9 @@ class Policies:
         unknown = sorted(set(given) - set(POLICY_NAMES))
         if unknown:
             raise ValidationError("policy", unknown[0], f"one of {', '.join(POLICY_NAMES)}")
-        changes = {key: _CHECKS[key](value) for key, value in given.items() if value is not None}
+        changes = {
+            key: _BY_NAME[key].check(value) for key, value in given.items() if value is not None
+        }
         policies = replace(base or cls(), **changes)
         if policies.start and policies.end and policies.end <= policies.start:
             after = f"a time after start ({policies.start.isoformat()})"
@@ -180,23 +176,15 @@ class Policies:
         ``remaining`` is a countdown beat moves: the 0 it stores once the runs
         are spent is read as it is, although a user may not set it.
         """
-        return _from_columns(tuple(getattr(row, column) for column in _COLUMNS))
+        return _from_columns(tuple(getattr(row, policy.column) for policy in _TABLE))
 
     def columns(self) -> dict[str, Any]:
         """The ``periodic_task`` column values of these policies."""
-        return {
-            "overlap": self.overlap.value,
-            "catchup": self.catchup.value,
-            "catchup_window": _seconds(self.catchup_window),
-            "jitter": self.jitter.total_seconds(),
-            "start_at": self.start,
-            "end_at": self.end,
-            "remaining": self.remaining,
-            "max_failures": self.max_failures,
-            "max_attempts": self.max_attempts,
-            "backoff": None if self.backoff is None else self.backoff.text,
-            "expires": self.expires,
-        }
+        columns = {}
+        for policy in _TABLE:
+            value = getattr(self, policy.name)
+            columns[policy.column] = None if value is None else policy.store(value)
+        return columns
 
     def to_json(self) -> dict[str, Any]:
         """The policies as the user writes them (durations as text, times as ISO-8601 UTC)."""
@@ -263,15 +251,6 @@ def jitter_offset(
 # -- the checks of each keyword ------------------------------------------------------
 
 
-def _clear_if_none(value: Any) -> Any:
-    """A stored NULL means "not set", which ``build`` spells ``"none"``."""
-    return "none" if value is None else value
-
-
-def _seconds(value: timedelta | None) -> float | None:
-    return None if value is None else value.total_seconds()
-
-
 def _choice(field: str, kind: type[enum.StrEnum]) -> Any:
     def check(value: Any) -> Any:
         try:
@@ -290,7 +269,7 @@ def _duration(field: str, optional: bool, allow_zero: bool = False) -> Any:
     expected = _DURATION_HELP + " of at most 3650d" + (" or 'none'" if optional else "")
 
     def check(value: Any) -> timedelta | None:
-        if optional and isinstance(value, str) and value.strip().lower() in _CLEAR:
+        if optional and is_clear(value):
             return None
         if isinstance(value, timedelta):
             delta = value
@@ -321,29 +300,14 @@ def _jitter(value: Any) -> timedelta:
 
 
 def _moment(field: str) -> Any:
-    expected = "an ISO-8601 time with a UTC offset, such as '2026-12-01T09:00:00+01:00', or 'none'"
-
-    def check(value: Any) -> datetime | None:
-        if isinstance(value, str):
-            if value.strip().lower() in _CLEAR:
-                return None
-            try:
-                value = datetime.fromisoformat(value.strip())
-            except ValueError:
-                raise ValidationError(field, value, expected) from None
-        if not isinstance(value, datetime) or value.tzinfo is None:
-            shown = value.isoformat() if isinstance(value, datetime) else value
-            raise ValidationError(field, shown, expected)
-        return value.astimezone(UTC)
-
-    return check
+    return functools.partial(instant, field, optional=True)
 
 
 def _count(field: str, optional: bool) -> Any:
     expected = whole_number_range() + (" or 'none'" if optional else "")
 
     def check(value: Any) -> int | None:
-        if optional and isinstance(value, str) and value.strip().lower() in _CLEAR:
+        if optional and is_clear(value):
             return None
         try:
             return whole_number(field, value)
@@ -354,7 +318,7 @@ def _count(field: str, optional: bool) -> Any:
 
 
 def _backoff(value: Any) -> Backoff | None:
-    if isinstance(value, str) and value.strip().lower() in _CLEAR:
+    if is_clear(value):
         return None
     return Backoff.parse(value)
 
@@ -373,56 +337,71 @@ def _expires(value: Any) -> str:
     return format_duration(delta)
 
 
-_CHECKS: dict[str, Any] = {
-    "overlap": _choice("overlap", Overlap),
-    "catchup": _choice("catchup", Catchup),
-    "catchup_window": _duration("catchup_window", optional=True),
-    "jitter": _jitter,
-    "start": _moment("start"),
-    "end": _moment("end"),
-    "remaining": _count("remaining", optional=True),
-    "max_failures": _count("max_failures", optional=True),
-    "max_attempts": _count("max_attempts", optional=False),
-    "backoff": _backoff,
-    "expires": _expires,
-}
+@dataclass(frozen=True)
+class _Policy:
+    """One policy: the keyword users write, its ``periodic_task`` column, its check and
+    how its value is stored."""
+
+    name: str
+    column: str
+    #: The keyword's value (text, number, ...) checked into the field of :class:`Policies`.
+    check: Callable[[Any], Any]
+    #: The field's value as the column stores it (None stays None).
+    store: Callable[[Any], Any] = lambda value: value
 
 
-#: The ``periodic_task`` columns the policies are read from, in :func:`_from_columns` order.
-_COLUMNS = (
-    "overlap",
-    "catchup",
-    "catchup_window",
-    "jitter",
-    "start_at",
-    "end_at",
-    "remaining",
-    "max_failures",
-    "max_attempts",
-    "backoff",
-    "expires",
+def _enum_value(value: enum.Enum) -> Any:
+    return value.value
+
+
+def _total_seconds(value: timedelta) -> float:
+    return value.total_seconds()
+
+
+def _backoff_text(value: Backoff) -> str:
+    return value.text
+
+
+#: Every policy, in the order the CLI lists them: the one table the keywords, the
+#: checks and the columns come from.
+_TABLE = (
+    _Policy("overlap", "overlap", _choice("overlap", Overlap), _enum_value),
+    _Policy("catchup", "catchup", _choice("catchup", Catchup), _enum_value),
+    _Policy(
+        "catchup_window",
+        "catchup_window",
+        _duration("catchup_window", optional=True),
+        _total_seconds,
+    ),
+    _Policy("jitter", "jitter", _jitter, _total_seconds),
+    _Policy("start", "start_at", _moment("start")),
+    _Policy("end", "end_at", _moment("end")),
+    _Policy("remaining", "remaining", _count("remaining", optional=True)),
+    _Policy("max_failures", "max_failures", _count("max_failures", optional=True)),
+    _Policy("max_attempts", "max_attempts", _count("max_attempts", optional=False)),
+    _Policy("backoff", "backoff", _backoff, _backoff_text),
+    _Policy("expires", "expires", _expires),
 )
+_BY_NAME = {policy.name: policy for policy in _TABLE}
+#: The policy keywords, in the order the CLI lists them (:class:`PolicyFields` types them).
+POLICY_NAMES = tuple(_BY_NAME)
+#: The ``periodic_task`` column of each policy keyword.
+POLICY_COLUMNS = {policy.name: policy.column for policy in _TABLE}
 
 
 @functools.lru_cache(maxsize=1024)
 def _from_columns(values: tuple[Any, ...]) -> Policies:
-    """Policies are immutable and beat reads them for every row it fires: most rows share them."""
-    (overlap, catchup, window, jitter, start, end, remaining, max_failures, attempts, backoff,
-     expires) = values  # fmt: skip
-    spent = remaining == 0
-    policies = Policies.build(
-        {
-            "overlap": overlap,
-            "catchup": catchup,
-            "catchup_window": _clear_if_none(window),
-            "jitter": jitter,
-            "start": _clear_if_none(start),
-            "end": _clear_if_none(end),
-            "remaining": "none" if spent else _clear_if_none(remaining),
-            "max_failures": _clear_if_none(max_failures),
-            "max_attempts": attempts,
-            "backoff": _clear_if_none(backoff),
-            "expires": expires,
-        }
-    )
+    """Policies are immutable and beat reads them for every row it fires: most rows share them.
+
+    ``values`` are the columns in :data:`_TABLE` order; a stored NULL means
+    "not set", which :meth:`Policies.build` spells ``"none"``.
+    """
+    given = {
+        policy.name: "none" if value is None else value
+        for policy, value in zip(_TABLE, values, strict=True)
+    }
+    spent = given["remaining"] == 0
+    if spent:
+        given["remaining"] = "none"
+    policies = Policies.build(given)
     return replace(policies, remaining=0) if spent else policies

@@ -7,7 +7,6 @@ headers), so that every run carries the same id scheme, headers and options.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bridge.errors import ValidationError
-from bridge.rules.checks import LONGEST, seconds
 from bridge.rules.kinds import RunStatus, Trigger
+from bridge.rules.values import LONGEST, json_value, seconds
 
 #: Namespace of the deterministic run ids: one id per (schedule, plan time, attempt).
 RUN_ID_NAMESPACE = uuid.UUID("6f0b7c2e-5d1a-4c1e-9a8e-2b6f3c1d9e47")
@@ -37,6 +36,32 @@ def run_id_for(schedule_id: int, plan_time: datetime, attempt: int = 1) -> str:
 
 
 @dataclass(frozen=True)
+class Envelope:
+    """What a run's message says of the run besides its call.
+
+    Its id is the message's task id; the schedule, the occurrence and the
+    trigger go in headers, which is how a worker knows the bridge sent it;
+    the expiry (None: never) replaces any ``expires`` of the schedule's
+    options, so the message expires exactly when the run's record says.
+    """
+
+    run_id: str
+    schedule_id: int
+    schedule_name: str
+    plan_time: datetime
+    trigger: Trigger
+    expires: datetime | None = None
+
+    def headers(self) -> dict[str, Any]:
+        return {
+            HEADER_SCHEDULE: self.schedule_name,
+            HEADER_SCHEDULE_ID: self.schedule_id,
+            HEADER_PLAN_TIME: self.plan_time.isoformat(),
+            HEADER_TRIGGER: self.trigger.value,
+        }
+
+
+@dataclass(frozen=True)
 class Payload:
     """A schedule's call, decoded and checked."""
 
@@ -50,20 +75,10 @@ class Payload:
         """Parse the JSON columns of a row; raises :class:`ValidationError` on bad content."""
         return cls(
             task=task,
-            args=_decode(args, "args", list, "a JSON list"),
-            kwargs=_decode(kwargs, "kwargs", dict, "a JSON object"),
-            options=check_options(_decode(options, "options", dict, "a JSON object")),
+            args=json_value("args", args, list, "a JSON list"),
+            kwargs=json_value("kwargs", kwargs, dict, "a JSON object"),
+            options=check_options(json_value("options", options, dict, "a JSON object")),
         )
-
-
-def _decode(text: str, field: str, kind: type, expected: str) -> Any:
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError):
-        raise ValidationError(field, text, expected) from None
-    if not isinstance(value, kind):
-        raise ValidationError(field, text, expected)
-    return value
 
 
 def _is_seconds(value: Any) -> bool:

@@ -19,7 +19,13 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+)
 from sqlalchemy.orm import Session, sessionmaker
 
 from bridge.errors import BridgeError, ValidationError
@@ -110,9 +116,32 @@ def migrations_location() -> str:
         return str(Path(__file__).resolve().parent.parent / "migrations")
 
 
-def error_reason(exc: DBAPIError) -> str:
+#: Any error the database or its driver raised: a statement refused, a connection lost.
+#: Callers outside storage catch this rather than SQLAlchemy's classes.
+DatabaseError = DBAPIError
+#: A write refused because it would break a unique key (a name taken meanwhile).
+UniqueViolation = IntegrityError
+#: The errors that mean "the database is not answering", worth holding a write for.
+#: (Deadlocks are operational errors too, and pass.) Anything else, a value the
+#: database refuses for instance, would fail again.
+UNREACHABLE: tuple[type[DBAPIError], ...] = (OperationalError, InterfaceError)
+
+
+def error_reason(exc: BaseException) -> str:
     """The first line of what the driver said, for a one-line log or CLI message."""
-    return str(exc.orig if exc.orig is not None else exc).strip().splitlines()[0]
+    cause = exc.orig if isinstance(exc, DBAPIError) and exc.orig is not None else exc
+    return str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+
+
+def is_conflict(exc: DatabaseError) -> bool:
+    """A transaction the database rolled back to resolve a conflict (SQLSTATE class 40):
+    a deadlock or a serialization failure, over as soon as it is retried."""
+    return str(getattr(exc.orig, "sqlstate", None) or "").startswith("40")
+
+
+def shown_url(url: str) -> str:
+    """``url`` as logs and messages may show it: the password hidden."""
+    return make_url(url).render_as_string(hide_password=True)
 
 
 class Database:
@@ -137,6 +166,10 @@ class Database:
     @property
     def is_sqlite(self) -> bool:
         return make_url(self.url).get_backend_name() == "sqlite"
+
+    @property
+    def is_postgres(self) -> bool:
+        return make_url(self.url).get_backend_name() == "postgresql"
 
     @property
     def engine(self) -> Engine:
@@ -211,7 +244,7 @@ class Database:
 
     def require_schema(self) -> None:
         if not self.is_migrated():
-            raise SchemaMissing(make_url(self.url).render_as_string(hide_password=True))
+            raise SchemaMissing(shown_url(self.url))
 
 
 _databases: dict[str, Database] = {}

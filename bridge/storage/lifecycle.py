@@ -13,70 +13,28 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from bridge.rules.decisions import (
-    FINISHED_NOTES,
-    Outcome,
-    Plan,
-    State,
-    advance,
-    first_at_or_after,
-    rest,
-    settle,
-)
-from bridge.rules.definition import check_timer, check_timezone
+from bridge.rules.decisions import FINISHED_NOTES, Outcome, Plan, State, advance, rest, settle
+from bridge.rules.edits import TIMING_COLUMNS, retimes
+from bridge.rules.fire import ScheduleRow, state_of
 from bridge.rules.kinds import (
     FINAL_STATUSES,
     NON_FINAL_STATUSES,
     SCHEDULED_TRIGGERS,
     RunStatus,
-    Trigger,
 )
-from bridge.rules.policy import Policies
 from bridge.storage.models import PeriodicTask, TaskExecution
 
 logger = logging.getLogger("bridge.lifecycle")
 
 
-def state_of(row: PeriodicTask) -> State:
-    """The decision state of a row; a bad row raises ValidationError naming the field.
-
-    A row written with ``nextrun`` only (straight into the table) waits for
-    the first occurrence at or after it.
-    """
-    timer = check_timer(row.timer, check_timezone(row.timezone), row.anchor)
-    next_occurrence = row.next_occurrence
-    if next_occurrence is None and row.nextrun is not None and row.retry_at is None:
-        next_occurrence = first_at_or_after(timer, row.nextrun)
-    elif next_occurrence is not None and not timer.fixed_delay:
-        # On the timer's grid, whatever wrote it (an edit racing a fire, SQL).
-        next_occurrence = first_at_or_after(timer, next_occurrence)
-    return State(
-        schedule_id=row.id,
-        timer=timer,
-        policies=Policies.from_columns(row),
-        next_occurrence=next_occurrence,
-        held=row.held,
-        retry_plan=row.retry_plan,
-        retry_attempt=row.retry_attempt,
-        retry_at=row.retry_at,
-        failure_streak=row.failure_streak,
-        nextrun=row.nextrun,
-    )
-
-
-#: The columns an edit changes that the cursor is computed from.
-_TIMING = ("timer", "timezone", "anchor", "start_at", "end_at")
-
-
 def apply_plan(
     session: Session,
     row: PeriodicTask,
-    claimed: PeriodicTask,
+    claimed: ScheduleRow,
     plan: Plan,
     sent: list[str],
     now: datetime,
@@ -89,7 +47,7 @@ def apply_plan(
     that last run's status as read by the caller. An edit made meanwhile (a
     new timer, bounds or remaining runs) wins over the plan.
     """
-    edited = any(getattr(row, column) != getattr(claimed, column) for column in _TIMING)
+    edited = retimes(claimed, {key: getattr(row, key) for key in TIMING_COLUMNS})
     if not edited:
         row.next_occurrence = plan.next_occurrence
         current = replace(state_of(row), next_occurrence=plan.next_occurrence)
@@ -157,19 +115,7 @@ def _outcome_of(session: Session, run_id: str) -> Outcome | None:
     run = session.get(TaskExecution, run_id)
     if run is None or RunStatus(run.status) in NON_FINAL_STATUSES:
         return None
-    return _ended(run)
-
-
-def _ended(run: Any) -> Outcome:
-    """The :class:`Outcome` of a run (a record or a row with its columns) that is final."""
-    return Outcome(
-        trigger=Trigger(run.trigger),
-        status=RunStatus(run.status),
-        plan_time=run.plan_time,
-        attempt=run.attempt,
-        finished_at=run.finished_at or run.updated_at,
-        error=run.error,
-    )
+    return Outcome.of(run)
 
 
 def _latest_scheduled(session: Session, row: PeriodicTask, state: State) -> str | None:
@@ -220,7 +166,7 @@ def settle_runs(session: Session, run_ids: Sequence[str], now: datetime) -> None
     ).all()
     # Runs of one schedule are settled in the order given: each sees the row the one before left.
     for run in sorted(ended, key=lambda run: position[run.id]):
-        settle_run(session, run.PeriodicTask, run.id, _ended(run), now)
+        settle_run(session, run.PeriodicTask, run.id, Outcome.of(run), now)
 
 
 def settle_run(

@@ -31,16 +31,11 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
-
-from bridge.storage.database import error_reason
+from bridge.rules.records import Answer
+from bridge.storage.database import UNREACHABLE, error_reason
 
 logger = logging.getLogger("bridge.recorder")
 
-#: The errors that mean "the database is not answering": worth holding a write for.
-#: (Deadlocks are operational errors too, and pass.) Anything else, a value the
-#: database refuses for instance, would fail again and block the writes behind it.
-UNREACHABLE = (OperationalError, InterfaceError)
 #: The most writes one worker process holds.
 LIMIT = 10_000
 #: The most writes one transaction takes.
@@ -83,7 +78,7 @@ class Write(Protocol):
     def what(self) -> str: ...
 
     @property
-    def reply(self) -> Reply | None: ...
+    def reply(self) -> Answer | None: ...
 
 
 W = TypeVar("W", bound=Write)
@@ -239,7 +234,7 @@ class Backlog(Generic[W]):
             logger.exception("bridge: recording %s failed", batch[0].what)
             self._answer(batch, None)
 
-    def _refused(self, exc: DBAPIError, failures: int) -> None:
+    def _refused(self, exc: BaseException, failures: int) -> None:
         """Put the writes the database did not take back at the head of the queue, and wait."""
         with self._lock:
             batch, self._writing = self._writing, []

@@ -15,13 +15,9 @@ import os
 import threading
 from datetime import datetime
 
-from sqlalchemy import delete
-from sqlalchemy.exc import DBAPIError
-
 from bridge.clock import utcnow
-from bridge.storage.database import Database, error_reason
-from bridge.storage.models import WorkerInstance
-from bridge.storage.store import upsert_insert
+from bridge.storage.database import DatabaseError, error_reason
+from bridge.storage.records import RecordStore
 
 logger = logging.getLogger("bridge.liveness")
 
@@ -29,8 +25,8 @@ logger = logging.getLogger("bridge.liveness")
 class WorkerHeartbeat:
     """A daemon thread in the worker's main process that says it is alive."""
 
-    def __init__(self, database: Database, name: str, interval: float) -> None:
-        self.database = database
+    def __init__(self, store: RecordStore, name: str, interval: float) -> None:
+        self.store = store
         self.name = name
         self.interval = interval
         self.started_at = utcnow()
@@ -46,18 +42,12 @@ class WorkerHeartbeat:
         self._stop.set()
         self._thread.join(self.interval + 5)
         try:
-            with self.database.session() as session:
-                session.execute(delete(WorkerInstance).where(WorkerInstance.name == self.name))
-        except DBAPIError as exc:
+            self.store.forget_worker(self.name)
+        except DatabaseError as exc:
             logger.warning("bridge: could not remove the heartbeat of %s (%s)", self.name, exc)
 
     def beat(self, now: datetime) -> None:
-        row = {"pid": os.getpid(), "started_at": self.started_at, "last_seen": now}
-        with self.database.session() as session:
-            statement = upsert_insert(session, WorkerInstance).values(name=self.name, **row)
-            session.execute(
-                statement.on_conflict_do_update(index_elements=[WorkerInstance.name], set_=row)
-            )
+        self.store.beat(self.name, os.getpid(), self.started_at, now)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -67,7 +57,7 @@ class WorkerHeartbeat:
                 # Whatever failed (an outage, an exhausted pool), the thread
                 # must live on: without it beat takes this worker for dead.
                 if not self._failing:
-                    reason = error_reason(exc) if isinstance(exc, DBAPIError) else repr(exc)
+                    reason = error_reason(exc) if isinstance(exc, DatabaseError) else repr(exc)
                     logger.error("bridge: worker heartbeat failed (%s); retrying", reason)
                 self._failing = True
             else:

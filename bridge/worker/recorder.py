@@ -11,15 +11,15 @@ times, worker hostname, runtime and a bounded summary of the outcome into
 and are left alone, unless ``bridge_record_all_tasks`` is on.
 
 Writing costs a worker little: each status change joins the process's
-queue of record writes (:mod:`bridge.backlog`), whose thread writes what has
+queue of record writes (:mod:`bridge.worker.backlog`), whose thread writes what has
 gathered in one transaction of a few round trips, however many runs it
 holds; a run's changes in one batch are merged into one update. A change is
-written within :data:`bridge.backlog.GATHER` seconds; only the
-compare-and-set start of a :class:`bridge.task.BridgeTask` waits for its
+written within :data:`bridge.worker.backlog.GATHER` seconds; only the
+compare-and-set start of a :class:`bridge.worker.task.BridgeTask` waits for its
 answer.
 
 A final status is also settled on the run's schedule in the same
-transaction (see :func:`bridge.lifecycle.settle_run`): it may owe a retry,
+transaction (see :func:`bridge.storage.lifecycle.settle_run`): it may owe a retry,
 trip the breaker, set a fixed delay's next run or free a held occurrence.
 
 Recording never fails a task: a batch the database refuses is retried a few
@@ -29,110 +29,37 @@ back.
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from celery import Celery, signals
-from sqlalchemy import ColumnElement, Select, Update, any_, bindparam, select, update
-from sqlalchemy.dialects import postgresql
-from sqlalchemy.orm import QueryableAttribute, Session
 
 from bridge.broker import check_broker
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import BridgeError
-from bridge.rules.decisions import EXPIRED, Outcome
-from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus, Trigger
+from bridge.rules.decisions import EXPIRED
+from bridge.rules.kinds import RunStatus
+from bridge.rules.records import NOT_RECEIVED, NOT_STARTED, OPEN, Change
 from bridge.rules.runs import HEADER_SCHEDULE_ID
 from bridge.storage.database import Database
-from bridge.storage.lifecycle import settle_run
-from bridge.storage.models import PeriodicTask, TaskExecution
-from bridge.storage.store import upsert_insert
+from bridge.storage.records import RecordStore
 from bridge.worker.backlog import Backlog, Reply
 from bridge.worker.heartbeat import WorkerHeartbeat
 
 logger = logging.getLogger("bridge.recorder")
 
-#: Statuses a worker may move a run out of (it never reopens a final run).
-_OPEN = NON_FINAL_STATUSES
-#: Statuses of a run no delivery has started yet (a RETRY waits for its next delivery).
-_NOT_STARTED = frozenset({RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED, RunStatus.RETRY})
-#: Never back from STARTED: a second delivery of a running run must not make it
-#: look unstarted. A run RECEIVED again (the broker redelivered it) now belongs
-#: to the worker that has it.
-_NOT_RECEIVED = frozenset({RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED})
 #: How long a worker shutting down waits for the database to take its held records.
 SHUTDOWN_FLUSH_SECONDS = 5.0
 #: The longest a BridgeTask delivery waits to learn whether it starts its run.
 START_ANSWER_SECONDS = 30.0
-#: Set on the request of a delivery :class:`bridge.task.BridgeTask` dropped as a
+#: Set on the request of a delivery :class:`bridge.worker.task.BridgeTask` dropped as a
 #: duplicate: the recorder then records nothing for it.
 DUPLICATE = "bridge_duplicate"
-
-
-#: One run's merged changes, by its id.
-_UPDATE_RUN = update(TaskExecution).where(TaskExecution.id == bindparam("run_id"))
-
-
-def _one_of(column: QueryableAttribute[Any], name: str, postgres: bool) -> ColumnElement[bool]:
-    """``column`` is one of the values bound to ``name``.
-
-    On PostgreSQL the values go as one array (``= ANY(:name)``): the text of
-    the statement is then the same whatever their number, and the driver and
-    the server prepare it once instead of parsing a new ``IN`` list each time.
-    """
-    if postgres:
-        return column == any_(bindparam(name, type_=postgresql.ARRAY(column.type)))
-    return column.in_(bindparam(name, expanding=True))
-
-
-@dataclass(frozen=True)
-class _Statements:
-    """The statements of a batch, built once per kind of database."""
-
-    #: The runs of a batch, locked in id order: two workers' batches never wait on each
-    #: other in a circle, and their schedules are locked after them, as beat does.
-    lock_runs: Select[*tuple[Any, ...]]
-    #: One status, copied to the schedules whose latest run is one of the runs that took
-    #: it. (A run belongs to one schedule, so the two lists need not be paired.)
-    show_status: Update
-    #: The schedules of a batch's runs, locked in id order.
-    lock_schedules: Select[PeriodicTask]
-
-    @staticmethod
-    @functools.cache
-    def of(postgres: bool) -> _Statements:
-        return _Statements(
-            lock_runs=select(
-                TaskExecution.id,
-                TaskExecution.status,
-                TaskExecution.periodic_task_id,
-                TaskExecution.trigger,
-                TaskExecution.plan_time,
-                TaskExecution.attempt,
-                TaskExecution.queued_at,
-            )
-            .where(_one_of(TaskExecution.id, "runs", postgres))
-            .order_by(TaskExecution.id)
-            .with_for_update(),
-            show_status=update(PeriodicTask)
-            .where(
-                _one_of(PeriodicTask.id, "schedules", postgres),
-                _one_of(PeriodicTask.last_run_id, "runs", postgres),
-            )
-            .values(last_status=bindparam("status")),
-            lock_schedules=select(PeriodicTask)
-            .where(_one_of(PeriodicTask.id, "schedules", postgres))
-            .order_by(PeriodicTask.id)
-            .with_for_update(),
-        )
 
 
 def sent_by_bridge(headers: Mapping[str, Any] | None) -> bool:
@@ -146,39 +73,11 @@ def bounded(text: Any, limit: int) -> str:
 
 
 @dataclass(frozen=True)
-class Change:
-    """One status change of one run, as a worker signal reported it."""
-
-    run_id: str
-    status: RunStatus
-    #: The statuses the run must be in for the change to apply.
-    moves_from: frozenset[RunStatus]
-    #: When it happened: the run's ``updated_at``.
-    at: datetime
-    #: Other columns it sets.
-    values: Mapping[str, Any] = field(default_factory=dict)
-    #: Set ``queued_at`` to ``at`` if the run has none (a delivery's receipt).
-    queued: bool = False
-    #: The task name of a run the bridge did not send, whose record is created first.
-    external_task: str | None = None
-    #: Given once the change is written, for a maker that waits for it.
-    reply: Reply | None = None
-
-    @property
-    def key(self) -> str:
-        return self.run_id
-
-    @property
-    def what(self) -> str:
-        return f"{self.status.value} of run {self.run_id}"
-
-
-@dataclass(frozen=True)
 class _Parts:
     """What the recorder builds from the settings, once they are read."""
 
     settings: Settings
-    database: Database
+    store: RecordStore
     backlog: Backlog[Change]
 
 
@@ -204,13 +103,12 @@ class Recorder:
             with self._parts_lock:
                 if self._parts is None:
                     settings = self._given or Settings.from_app(self.app)
+                    # No connection check before each batch: a connection the server
+                    # dropped fails its batch, which is tried again on a fresh one
+                    # like any refused write.
+                    store = RecordStore(Database(settings.database_url, pre_ping=False))
                     self._parts = _Parts(
-                        settings,
-                        # No connection check before each batch: a connection the server
-                        # dropped fails its batch, which is tried again on a fresh one
-                        # like any refused write.
-                        Database(settings.database_url, pre_ping=False),
-                        Backlog(self._apply, settings.recorder_retries),
+                        settings, store, Backlog(store.write, settings.recorder_retries)
                     )
         return self._parts
 
@@ -219,8 +117,8 @@ class Recorder:
         return self._built().settings
 
     @property
-    def database(self) -> Database:
-        return self._built().database
+    def store(self) -> RecordStore:
+        return self._built().store
 
     @property
     def backlog(self) -> Backlog[Change]:
@@ -233,7 +131,7 @@ class Recorder:
         A bad setting or a missing library ends the process with one line naming it.
         """
         try:
-            self.database.engine  # noqa: B018 - loads the database driver; does not connect
+            self.store.database.engine  # noqa: B018 - loads the driver; does not connect
             check_broker(self.app)
         except BridgeError as exc:
             raise SystemExit(f"Error: {exc}") from None
@@ -254,7 +152,7 @@ class Recorder:
             request.task_name,
             headers,
             RunStatus.RECEIVED,
-            _NOT_RECEIVED,
+            NOT_RECEIVED,
             {"worker": request.hostname},
             queued=True,
         )
@@ -271,7 +169,7 @@ class Recorder:
             task.name,
             task.request.headers,
             RunStatus.STARTED,
-            _OPEN,
+            OPEN,
             {"worker": task.request.hostname, "started_at": utcnow()},
         )
 
@@ -280,7 +178,7 @@ class Recorder:
             return
         error = bounded(str(reason), self.settings.summary_max_chars)
         self._record(
-            request.id, request.task, request.headers, RunStatus.RETRY, _OPEN, {"error": error}
+            request.id, request.task, request.headers, RunStatus.RETRY, OPEN, {"error": error}
         )
 
     def on_success(self, sender: Any, result: Any = None, **_: Any) -> None:
@@ -336,7 +234,7 @@ class Recorder:
         change = Change(
             run_id,
             RunStatus.STARTED,
-            _NOT_STARTED,
+            NOT_STARTED,
             now,
             {"started_at": now, "worker": worker},
             reply=Reply(),
@@ -368,7 +266,7 @@ class Recorder:
             values["runtime"] = time.monotonic() - started
         if result is not None:
             values["result"] = bounded(result, self.settings.summary_max_chars)
-        self._record(run_id, task, headers, status, _OPEN, values)
+        self._record(run_id, task, headers, status, OPEN, values)
 
     def _record(
         self,
@@ -393,143 +291,6 @@ class Recorder:
                 external_task=task if external else None,
             )
         )
-
-    def _apply(self, changes: Sequence[Change]) -> None:
-        """Write a batch of changes in one transaction, then answer those waited for.
-
-        The runs are locked first, then the schedules of the runs that
-        changed, each in id order, so that batches of several workers and
-        beat's own writes (a run, then its schedule) never wait on each other
-        in a circle.
-        """
-        with self.database.session() as session:
-            connection = session.connection()
-            statements = _Statements.of(connection.dialect.name == "postgresql")
-            created = {c.run_id: _external_record(c) for c in changes if c.external_task}
-            if created:
-                insert = upsert_insert(session, TaskExecution).on_conflict_do_nothing()
-                connection.execute(insert, list(created.values()))
-            ids = sorted({change.run_id for change in changes})
-            effects = _Effects.of(
-                changes,
-                {run.id: run for run in connection.execute(statements.lock_runs, {"runs": ids})},
-            )
-            by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
-            for run_id, values in effects.values.items():
-                by_columns[tuple(sorted(values))].append({"run_id": run_id, **values})
-            for rows in by_columns.values():
-                connection.execute(_UPDATE_RUN, rows)
-            _apply_to_schedules(session, statements, effects)
-        for reply, value in effects.replies:
-            reply.give(value)
-
-
-@dataclass
-class _Effects:
-    """What a batch of changes does to the runs it names, locked as they were read."""
-
-    #: The runs as read: status, schedule, trigger, plan time, attempt, queued_at.
-    runs: Mapping[str, Any]
-    #: Per run that changed, the columns to set: its changes merged, the last one winning.
-    values: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: Per run, its status once the batch is written.
-    status: dict[str, RunStatus] = field(default_factory=dict)
-    #: The runs the batch makes final, in the order they ended.
-    ended: list[str] = field(default_factory=list)
-    #: The answers owed to the makers of changes that wait for one.
-    replies: list[tuple[Reply, bool]] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, changes: Sequence[Change], runs: Mapping[str, Any]) -> _Effects:
-        """Check each change against its run's status as the changes before it left it.
-
-        A change so applies exactly when it would have in a transaction of
-        its own: a late or repeated one finds the run moved on and is left
-        out, and of two compare-and-set starts of one run only the first wins.
-        """
-        effects = cls(runs, status={run_id: RunStatus(run.status) for run_id, run in runs.items()})
-        for change in changes:
-            run = runs.get(change.run_id)
-            applies = run is not None and effects.status[change.run_id] in change.moves_from
-            if change.reply is not None:
-                # A run without a record is not the bridge's to guard.
-                effects.replies.append((change.reply, applies or run is None))
-            if run is None or not applies:
-                continue
-            values = effects.values.setdefault(change.run_id, {})
-            if change.queued and run.queued_at is None and "queued_at" not in values:
-                values["queued_at"] = change.at
-            values.update(change.values, status=change.status.value, updated_at=change.at)
-            effects.status[change.run_id] = change.status
-            if change.status.is_final:
-                effects.ended.append(change.run_id)
-        return effects
-
-    def outcome(self, run_id: str) -> Outcome:
-        """The end of a run the batch made final, for its schedule's settlement."""
-        run, values = self.runs[run_id], self.values[run_id]
-        return Outcome(
-            trigger=Trigger(run.trigger),
-            status=self.status[run_id],
-            plan_time=run.plan_time,
-            attempt=run.attempt,
-            finished_at=values.get("finished_at", values["updated_at"]),
-            error=values.get("error"),
-        )
-
-
-def _apply_to_schedules(session: Session, statements: _Statements, effects: _Effects) -> None:
-    """Show each changed run's status on its schedule, and settle the runs that ended.
-
-    Either way the schedule rows are locked in one pass, in id order.
-    """
-    schedule_of = {
-        run_id: effects.runs[run_id].periodic_task_id
-        for run_id in effects.values
-        if effects.runs[run_id].periodic_task_id is not None
-    }
-    if not schedule_of:
-        return
-    if not effects.ended:
-        # Nothing to settle: only the rows whose latest run changed are touched. Each
-        # such row is locked by the one transaction that holds that run's lock.
-        by_status: dict[RunStatus, list[str]] = defaultdict(list)
-        for run_id in schedule_of:
-            by_status[effects.status[run_id]].append(run_id)
-        for status, run_ids in by_status.items():
-            ids = sorted({schedule_of[run_id] for run_id in run_ids})
-            parameters = {"schedules": ids, "runs": run_ids, "status": status.value}
-            session.connection().execute(statements.show_status, parameters)
-        return
-    schedules = {
-        row.id: row
-        for row in session.scalars(
-            statements.lock_schedules, {"schedules": sorted(set(schedule_of.values()))}
-        )
-    }
-    for run_id, schedule_id in schedule_of.items():
-        row = schedules.get(schedule_id)
-        if row is not None and row.last_run_id == run_id:
-            row.last_status = effects.status[run_id].value
-    for run_id in effects.ended:
-        row = schedules.get(schedule_of.get(run_id, -1))
-        if row is not None:
-            # What the outcome does to the schedule: a retry, the breaker,
-            # a fixed delay's next run, a held run's start.
-            settle_run(
-                session, row, run_id, effects.outcome(run_id), effects.values[run_id]["updated_at"]
-            )
-
-
-def _external_record(change: Change) -> dict[str, Any]:
-    """The record of a run the bridge did not send, created by its first change."""
-    return {
-        "id": change.run_id,
-        "task": change.external_task,
-        "trigger": Trigger.EXTERNAL.value,
-        "status": RunStatus.RECEIVED.value,
-        "updated_at": change.at,
-    }
 
 
 _installed: dict[int, Recorder] = {}
@@ -581,7 +342,7 @@ def install(app: Celery, settings: Settings | None = None) -> Recorder:
     def worker_ready(sender: Any = None, **_: Any) -> None:
         if getattr(sender, "app", None) is app:
             interval = recorder.settings.worker_timeout / 3
-            heartbeat = WorkerHeartbeat(recorder.database, sender.hostname, interval)
+            heartbeat = WorkerHeartbeat(recorder.store, sender.hostname, interval)
             heartbeat.start()
             heartbeats.append(heartbeat)
 

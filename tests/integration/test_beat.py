@@ -141,7 +141,7 @@ def test_sigterm_finishes_the_fire_in_hand_clears_marks_and_exits(pg_env: Env) -
     pending = rows(env.database_url, "SELECT id FROM task_execution WHERE status = 'PENDING'")
     assert pending == []
     # The lazily built banner instance works too.
-    assert "scheduler -> bridge.scheduler.DatabaseScheduler" in beat.log
+    assert "scheduler -> bridge.beat.scheduler.DatabaseScheduler" in beat.log
     assert "database -> postgresql+psycopg://" in beat.log
 
 

@@ -22,10 +22,10 @@ from sqlalchemy import select
 from bridge import Bridge, ValidationError
 from bridge.clock import utcnow
 from bridge.rules.decisions import decide
+from bridge.rules.fire import state_of
 from bridge.rules.runs import run_id_for
-from bridge.storage.lifecycle import apply_plan, state_of
+from bridge.storage.beat import Advance, BeatStore
 from bridge.storage.models import PeriodicTask
-from bridge.storage.store import Store
 from tests.integration.test_policies import SEC, add, history, iso, now, ts
 from tests.support import Env, wait_for
 
@@ -49,9 +49,9 @@ def beat_sends(api: Bridge, name: str, start: datetime, count: int) -> list[tupl
 
     Beat's steps as it takes them, on the database: each wake-up at the
     row's ``nextrun`` claims the row, decides with no open run, and advances
-    the row through :func:`bridge.lifecycle.apply_plan`.
+    the row as beat's advance phase does (:meth:`bridge.storage.beat.BeatStore.advance`).
     """
-    store, clock, sent = Store(api.database), start, []
+    store, clock, sent = BeatStore(api.database), start, []
     while len(sent) < count:
         row = api.get(name)
         if not row.enabled or row.nextrun is None:
@@ -62,8 +62,7 @@ def beat_sends(api: Bridge, name: str, start: datetime, count: int) -> list[tupl
         run_ids = [run_id_for(claimed.id, s.plan_time, s.attempt) for s in plan.sends]
         sent += [(s.plan_time, clock, s.trigger, s.attempt) for s in plan.sends]
         assert claimed.marked is not None
-        with store.locked_rows([claimed.id], INSTANCE, claimed.marked) as (session, rows):
-            apply_plan(session, rows[claimed.id], claimed, plan, run_ids, clock)
+        store.advance([Advance(claimed, plan, run_ids)], INSTANCE, claimed.marked, clock)
     return sent[:count]
 
 

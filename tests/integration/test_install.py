@@ -285,7 +285,9 @@ def test_the_embedded_default_needs_no_extra(bare_venv: Venv, tmp_path: Path) ->
 def test_every_command_has_help(readme_venv: Venv, tmp_path: Path) -> None:
     """``celery -A proj bridge --help`` and each subcommand's, from the installed group."""
     project = Project(readme_venv, tmp_path / "proj", "sqlite:///bridge.db", "filesystem://")
-    commands = readme_venv.python("from bridge.manage.cli import bridge\nprint(*bridge.commands)").split()
+    commands = readme_venv.python(
+        "from bridge.manage.cli import bridge\nprint(*bridge.commands)"
+    ).split()
     assert {"add", "migrate", "run", "next", "history"} <= set(commands)
     listing = project.celery("bridge", "--help").stdout
     for command in commands:

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from bridge import Bridge
 from bridge.clock import utcnow
-from bridge.storage.store import Store
+from bridge.storage.beat import BeatStore
 
 LEASE = timedelta(seconds=30)
 
@@ -14,7 +14,7 @@ LEASE = timedelta(seconds=30)
 def test_a_renewed_lease_holds_and_an_expired_one_is_taken_over(api: Bridge) -> None:
     for name in ("a", "b"):
         api.add(name, task="workers.app.quick", timer="every 1h")
-    store = Store(api.database)
+    store = BeatStore(api.database)
     due = utcnow() + timedelta(hours=2)  # both rows are due by then
     mine = store.claim_due("beat-1", due, LEASE, 10)
     assert sorted(row.name for row in mine) == ["a", "b"]
@@ -29,5 +29,4 @@ def test_a_renewed_lease_holds_and_an_expired_one_is_taken_over(api: Bridge) -> 
     taken = store.claim_due("beat-2", renewed_at + LEASE + timedelta(seconds=1), LEASE, 10)
     assert sorted(row.name for row in taken) == ["a", "b"]
     assert store.renew("beat-1", [row.id for row in mine], renewed_at + LEASE) == set()
-    with store.locked(mine[0].id, "beat-1", renewed_at) as held:
-        assert held is None
+    assert store.reread([mine[0].id], "beat-1", renewed_at) == {}

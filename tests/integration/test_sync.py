@@ -14,10 +14,11 @@ from celery.schedules import crontab
 from sqlalchemy import update
 
 from bridge import Bridge
-from bridge.beat.sync import REMOVED_NOTE, sync_beat_schedule
+from bridge.beat.sync import sync_beat_schedule
 from bridge.config import Settings
 from bridge.storage.database import database_for
 from bridge.storage.models import PeriodicTask
+from bridge.storage.sync import REMOVED_NOTE
 
 
 def make_app(schedule: dict[str, Any]) -> Celery:
@@ -30,7 +31,7 @@ def make_app(schedule: dict[str, Any]) -> Celery:
 def sync(url: str, schedule: dict[str, Any]) -> Bridge:
     app = make_app(schedule)
     settings = Settings(database_url=url)
-    sync_beat_schedule(app, database_for(url), settings)
+    sync_beat_schedule(app, database_for(url))
     return Bridge(app, settings=settings)
 
 

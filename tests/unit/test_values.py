@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge.errors import ValidationError
-from bridge.rules.checks import INT_MAX, LONGEST, seconds, whole_number
+from bridge.rules.values import INT_MAX, LONGEST, seconds, whole_number
 
 
 @given(st.integers())

@@ -1,0 +1,433 @@
+"""The fire sequence, for a batch of rows one beat instance has claimed, in explicit phases.
+
+1. **Settle stale runs.** Open runs silent for longer than
+   ``bridge_stale_run_seconds`` are marked ``LOST`` before anything is
+   decided, and the rows they settled are read again.
+2. **Prepare.** Each row is decided with no I/O
+   (:func:`bridge.rules.fire.prepare`): the runs to send and their ids, the
+   open runs to revoke, the message expiry, the cursor's next place. A row
+   whose stored values cannot be used is set aside with the reason.
+3. **Record.** Unusable rows are disabled with their note, runs an overlap
+   ``replace`` displaces are ended ``REVOKED`` and revoked, and the new
+   runs are recorded ``PENDING`` in one transaction that checks each row's
+   mark is still this instance's.
+4. **Publish.** The ``PENDING`` runs go out over one producer, pipelined.
+5. **Mark sent.** One statement moves them to ``SENT``.
+6. **Advance.** One transaction moves each row's cursor and clears its mark.
+
+A database or broker outage ends the batch (beat backs off and resumes every
+row from its records); a defect on one row spares the others.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import kombu.exceptions
+from celery import Celery
+
+from bridge import sending
+from bridge.clock import utcnow
+from bridge.config import Settings
+from bridge.errors import BridgeError
+from bridge.rules.decisions import OpenRun, Send, split_stale
+from bridge.rules.fire import Fire, RowRefused, ScheduleRow, prepare
+from bridge.rules.kinds import RunStatus
+from bridge.storage.beat import Advance, BeatStore, Recorded, Sent
+from bridge.storage.database import DatabaseError
+from bridge.storage.housekeeping import Housekeeping, LostRun
+from bridge.storage.models import PeriodicTask
+
+logger = logging.getLogger("bridge.scheduler")
+
+#: Messages per broker round trip when a batch is published (Redis pipelines them).
+PUBLISH_PIPELINE = 500
+
+_T = TypeVar("_T")
+
+
+class PublishFailed(Exception):
+    """The broker cannot be reached; the fire is redone on a later tick."""
+
+
+def lost_reason(stale_seconds: float) -> str:
+    """Why a run that went silent was given up on, in its record."""
+    return f"no status change for over {stale_seconds:g}s; presumed lost by beat"
+
+
+def report_lost(runs: Sequence[LostRun]) -> None:
+    for run in runs:
+        owner = "no schedule" if run.schedule is None else repr(run.schedule)
+        logger.warning("bridge: run %s of %s marked LOST: %s", run.id, owner, run.reason)
+
+
+class Outbox:
+    """The broker connection beat publishes over, and its producer.
+
+    Connected at the first publish and dropped when the broker fails, so the
+    next batch connects afresh. A connection attempt is made once: the tick
+    must not sit in Celery's long reconnect loop, deaf to SIGTERM, while the
+    broker is down.
+    """
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+        self._connection: Any = None
+        self._producer: Any = None
+
+    def producer(self) -> Any:
+        if self._connection is None:
+            self._connection = self.app.connection_for_write()
+        if self._producer is None:
+            self._connection.ensure_connection(max_retries=0)
+            self._producer = self.app.amqp.Producer(self._connection, auto_declare=False)
+        return self._producer
+
+    def errors(self) -> tuple[type[BaseException], ...]:
+        """The errors that mean the broker cannot be reached or took a batch in part."""
+        connection = self._connection or self.app.connection_for_write()
+        return (
+            kombu.exceptions.OperationalError,
+            # A pipelined batch that failed: delivery of its messages is uncertain.
+            kombu.exceptions.BatchPublishError,
+            OSError,
+            *connection.connection_errors,
+            *connection.channel_errors,
+        )
+
+    def drop(self) -> None:
+        """Forget a connection that failed (or at shutdown), so the next send reconnects."""
+        connection, self._connection, self._producer = self._connection, None, None
+        if connection is not None:
+            try:
+                connection.release()
+            except Exception:
+                logger.debug("bridge: releasing a broker connection failed", exc_info=True)
+
+
+@dataclass
+class _Batch:
+    """The rows claimed by one tick, by id, and the mark they carry."""
+
+    rows: dict[int, PeriodicTask]
+    marked: datetime
+
+    @classmethod
+    def of(cls, rows: Sequence[PeriodicTask]) -> _Batch:
+        assert rows and rows[0].marked is not None
+        return cls({row.id: row for row in rows}, rows[0].marked)
+
+    @property
+    def ids(self) -> list[int]:
+        return list(self.rows)
+
+
+@dataclass
+class _Published:
+    """What the publish phase sent, and the fires whose runs could not be sent."""
+
+    sent: list[tuple[Fire, Send, str]] = field(default_factory=list)
+    #: Rows not to advance: a message of theirs could not be built, or a defect hit them.
+    failed: set[int] = field(default_factory=set)
+    #: Rows set aside because a message of theirs could not be built: their note.
+    bad: dict[int, str] = field(default_factory=dict)
+
+
+class FireSequence:
+    """Runs the fire sequence of one beat instance; see the module docstring."""
+
+    def __init__(
+        self,
+        app: Celery,
+        settings: Settings,
+        store: BeatStore,
+        housekeeping: Housekeeping,
+        instance: str,
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.store = store
+        self.housekeeping = housekeeping
+        self.instance = instance
+        self.outbox = Outbox(app)
+        #: Runs published since beat started.
+        self.sent = 0
+        #: A defect hit a row: the tick is followed by a pause.
+        self.troubled = False
+
+    def fire(self, claimed: Sequence[PeriodicTask], stopping: Callable[[], bool]) -> int:
+        """Run every phase for a batch of claimed rows; the number of runs published.
+
+        ``stopping`` says SIGTERM came: a batch not yet recorded is let go at once.
+        """
+        now = utcnow()
+        batch = _Batch.of(claimed)
+        live = self._settle_stale(batch, now)
+        fires, bad = self._prepare(batch, live, now)
+        if stopping():
+            self.store.release(self.instance, batch.ids)
+            return 0
+        recorded = self._record(batch, fires, bad, now)
+        fires = [fire for fire in fires if fire.row.id not in recorded.lost]
+        published = self._publish(batch, fires, recorded)
+        self._mark_sent(published)
+        failed = set(published.failed)
+        self._advance(batch, [f for f in fires if f.row.id not in failed], recorded, now)
+        return len(published.sent)
+
+    # -- 1. settle stale runs ------------------------------------------------------
+
+    def _settle_stale(self, batch: _Batch, now: datetime) -> dict[int, list[OpenRun]]:
+        """The open runs of each row still expected to end, after giving up on the stale.
+
+        Settling a lost run may break its schedule or owe a retry, so those
+        rows are read again; a row no longer held or no longer enabled leaves
+        the batch.
+        """
+        open_runs = self.store.open_runs_of(batch.ids)
+        stale_after = timedelta(seconds=self.settings.stale_run_seconds)
+        reason = lost_reason(self.settings.stale_run_seconds)
+        live: dict[int, list[OpenRun]] = {}
+        lost: list[LostRun] = []
+        settled: set[int] = set()
+        for row_id, row in batch.rows.items():
+            live[row_id], stale = split_stale(open_runs.get(row_id, []), now, stale_after)
+            if stale:
+                settled.add(row_id)
+                lost += [LostRun(run.id, row.name, reason) for run in stale]
+        if not lost:
+            return live
+        report_lost(self.housekeeping.give_up(lost, now))
+        fresh = self.store.reread(sorted(settled), self.instance, batch.marked)
+        for row_id in settled:
+            now_row = fresh.get(row_id)
+            if now_row is None or not now_row.enabled:
+                del batch.rows[row_id]
+            else:
+                batch.rows[row_id] = now_row
+        gone = sorted(settled - set(batch.rows))
+        if gone:
+            self.store.release(self.instance, gone)
+        return live
+
+    # -- 2. prepare ------------------------------------------------------------------
+
+    def _prepare(
+        self, batch: _Batch, live: dict[int, list[OpenRun]], now: datetime
+    ) -> tuple[list[Fire], dict[int, str]]:
+        """Decide every row, with no I/O; the fires, and the notes of the rows set aside."""
+        fires: list[Fire] = []
+        bad: dict[int, str] = {}
+        for row in batch.rows.values():
+            try:
+                fire = self._step(row, functools.partial(prepare, row, live[row.id], now))
+            except RowRefused as exc:
+                bad[row.id] = self._bad_row_note(row, str(exc))
+                continue
+            if fire is None:
+                continue
+            plan = fire.plan
+            if plan.skipped:
+                logger.info(
+                    "bridge: skipped %r (%d occurrence(s)): %s",
+                    row.name,
+                    plan.skipped,
+                    plan.skip_reason,
+                )
+            if plan.missed:
+                logger.info(
+                    "bridge: %d occurrence(s) of %r missed (catch-up)", plan.missed, row.name
+                )
+            fires.append(fire)
+        return fires, bad
+
+    # -- 3. record -------------------------------------------------------------------
+
+    def _record(
+        self, batch: _Batch, fires: list[Fire], bad: dict[int, str], now: datetime
+    ) -> Recorded:
+        """Disable the rows set aside, revoke what ``replace`` displaces, record the runs."""
+        self._renew(batch)
+        self.store.disable(bad, self.instance, now)
+        for fire in fires:
+            if fire.plan.revoke:
+                self._revoke(fire)
+        records = [record for fire in fires for record in fire.records(now)]
+        recorded = self.store.record_runs(records, self.instance, batch.marked)
+        for fire in fires:
+            if fire.row.id in recorded.lost:
+                # Whoever holds the row now resumes this fire from its records.
+                logger.warning("bridge: lost the mark on %r while firing it", fire.row.name)
+        return recorded
+
+    def _revoke(self, fire: Fire) -> None:
+        """Overlap ``replace``: end the open runs REVOKED with the reason, then revoke them."""
+        reason = fire.revoke_reason
+        try:
+            sending.revoke(self.app, self.store, fire.plan.revoke, reason)
+        except self.outbox.errors() as exc:
+            logger.debug("bridge: could not revoke runs of %r: %s", fire.row.name, exc)
+            raise PublishFailed(exc) from exc
+        for run_id in fire.plan.revoke:
+            logger.info("bridge: revoked run %s of %r: %s", run_id, fire.row.name, reason)
+
+    # -- 4. publish ------------------------------------------------------------------
+
+    def _publish(self, batch: _Batch, fires: list[Fire], recorded: Recorded) -> _Published:
+        """Publish every PENDING run of the batch over one producer, in pipelined batches.
+
+        Kombu's publish batch sends the messages to Redis in pipelines of
+        :data:`PUBLISH_PIPELINE` (other transports publish each at once). A
+        broker failure discards what was not yet flushed and leaves the
+        delivery of the rest uncertain, so nothing of the batch is marked
+        SENT: resuming publishes them again under the same ids, which a
+        ``BridgeTask`` runs once. The batch is let go for that.
+        """
+        published = _Published()
+        try:
+            producer = self.outbox.producer()
+            with producer.batch(max_size=PUBLISH_PIPELINE):
+                for fire in fires:
+                    self._renew(batch)
+                    try:
+                        sent = self._step(
+                            fire.row, functools.partial(self._publish_fire, fire, recorded)
+                        )
+                    except sending.NotSent as exc:
+                        published.bad[fire.row.id] = self._bad_row_note(fire.row, exc.reason)
+                        sent = None
+                    if sent is None:
+                        published.failed.add(fire.row.id)
+                    else:
+                        published.sent += sent
+        except PublishFailed:
+            self._broker_failed(batch)
+            raise
+        except self.outbox.errors() as exc:  # the connection, or the batch's last flush
+            logger.debug("bridge: could not publish a batch: %s", exc)
+            self._broker_failed(batch)
+            raise PublishFailed(exc) from exc
+        self.sent += len(published.sent)
+        self.store.disable(published.bad, self.instance, utcnow())
+        return published
+
+    def _publish_fire(self, fire: Fire, recorded: Recorded) -> list[tuple[Fire, Send, str]]:
+        """Publish the fire's runs that are still PENDING; those published.
+
+        A message that cannot be built ends its run FAILURE and raises
+        :class:`~bridge.sending.NotSent`; the row is then set aside.
+        """
+        published = []
+        for send, run_id in zip(fire.plan.sends, fire.run_ids, strict=True):
+            if recorded.statuses.get(run_id) != RunStatus.PENDING:
+                continue
+            try:
+                sending.publish_or_fail(
+                    self.app,
+                    self.store,
+                    fire.payload,
+                    fire.envelope(send, run_id),
+                    producer=self.outbox.producer(),
+                    transient=self.outbox.errors(),
+                )
+            except self.outbox.errors() as exc:
+                logger.debug("bridge: could not send %r: %s", fire.row.name, exc)
+                raise PublishFailed(exc) from exc
+            published.append((fire, send, run_id))
+        return published
+
+    def _broker_failed(self, batch: _Batch) -> None:
+        """Nothing is marked sent or advanced: the next holder resumes every fire from
+        its records and publishes again under the same ids."""
+        self.outbox.drop()
+        self.store.release(self.instance, batch.ids)
+
+    # -- 5. mark sent ----------------------------------------------------------------
+
+    def _mark_sent(self, published: _Published) -> None:
+        self.store.mark_sent(
+            [Sent(fire.row.id, run_id, fire.expires) for fire, _, run_id in published.sent],
+            utcnow(),
+        )
+        for fire, send, run_id in published.sent:
+            attempt = f" attempt {send.attempt}" if send.attempt > 1 else ""
+            logger.info(
+                "bridge: fired %r plan %s%s task id %s (%s)",
+                fire.row.name,
+                send.plan_time.isoformat(),
+                attempt,
+                run_id,
+                send.trigger.value,
+            )
+
+    # -- 6. advance ------------------------------------------------------------------
+
+    def _advance(self, batch: _Batch, fires: list[Fire], recorded: Recorded, now: datetime) -> None:
+        """Move the rows' cursors and clear their marks, except where a mark was taken over.
+
+        A record someone else made for an occurrence (a backfill) stays
+        theirs: only this fire's runs count as sent.
+        """
+        self._renew(batch)
+        advances = [
+            Advance(
+                fire.row,
+                fire.plan,
+                [i for i in fire.run_ids if i in fire.own or i in recorded.inserted],
+            )
+            for fire in fires
+        ]
+        done = self.store.advance(advances, self.instance, batch.marked, now)
+        names = {fire.row.id: fire.row.name for fire in fires}
+        for row_id in done.lost:
+            logger.warning("bridge: lost the mark on %r before advancing it", names[row_id])
+        for row_id, note in done.finished.items():
+            logger.info("bridge: schedule %r %s", names[row_id], note)
+
+    # -- shared by the phases --------------------------------------------------------
+
+    def _renew(self, batch: _Batch) -> None:
+        """Renew the batch's marks once half a lease has passed since they were set.
+
+        A long batch (a slow broker, many rows) must not let its last rows'
+        leases expire, or another instance would fire them too. A row another
+        instance took over meanwhile fails the guard of the next write to it.
+        """
+        now = utcnow()
+        if now - batch.marked < timedelta(seconds=self.settings.lease_seconds / 2):
+            return
+        held = self.store.renew(self.instance, batch.ids, now)
+        for row_id in set(batch.rows) - held:
+            logger.warning(
+                "bridge: lost the mark on %r to another instance", batch.rows.pop(row_id).name
+            )
+        batch.marked = now
+
+    def _step(self, row: ScheduleRow, work: Callable[[], _T]) -> _T | None:
+        """``work`` on one row of a batch; a defect spares the other rows.
+
+        A database or broker outage ends the whole batch (beat backs off); a
+        refusal (a row that cannot be used, a message that cannot be built)
+        is the caller's to handle; any other error is a defect, logged with
+        its traceback: the row is let go and the tick is followed by a pause.
+        """
+        try:
+            return work()
+        except (DatabaseError, PublishFailed, BridgeError):
+            raise
+        except Exception:
+            self.troubled = True
+            logger.exception("bridge: unexpected error firing %r", row.name)
+            self.store.release(self.instance, [row.id])
+            return None
+
+    @staticmethod
+    def _bad_row_note(row: ScheduleRow, reason: str) -> str:
+        note = f"disabled by beat: bad row: {reason}"
+        logger.error("bridge: schedule %r %s", row.name, note)
+        return note

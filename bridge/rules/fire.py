@@ -1,0 +1,175 @@
+"""What beat fires for a row it has claimed: the decisions, turned into runs to record and send.
+
+Beat reads a due row and its open runs; :func:`prepare` says, with no I/O,
+which runs to record and publish under which ids, which open runs to
+revoke, when the messages expire and where the row's cursor goes. A row
+whose stored values cannot be used (a bad timer, zone, policy or JSON
+column) is refused with :class:`RowRefused`, which names the field, and beat
+takes it out of rotation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from bridge.errors import BridgeError
+from bridge.rules.decisions import OpenRun, Plan, Send, State, decide, first_at_or_after, resume
+from bridge.rules.definition import check_timer, check_timezone
+from bridge.rules.kinds import SCHEDULED_TRIGGERS, RunStatus
+from bridge.rules.policy import Policies
+from bridge.rules.runs import Envelope, Payload, expires_at, new_run, run_id_for
+
+
+class RowRefused(BridgeError):
+    """A row whose stored values cannot be used: beat takes it out of rotation."""
+
+
+class ScheduleRow(Protocol):
+    """The columns of a ``periodic_task`` row that the decisions read.
+
+    (The policy columns are read by :meth:`~bridge.rules.policy.Policies.from_columns`.)
+    """
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def task(self) -> str: ...
+    @property
+    def args(self) -> str: ...
+    @property
+    def kwargs(self) -> str: ...
+    @property
+    def options(self) -> str: ...
+    @property
+    def timer(self) -> str: ...
+    @property
+    def timezone(self) -> str: ...
+    @property
+    def anchor(self) -> datetime: ...
+    @property
+    def nextrun(self) -> datetime | None: ...
+    @property
+    def next_occurrence(self) -> datetime | None: ...
+    @property
+    def held(self) -> datetime | None: ...
+    @property
+    def retry_plan(self) -> datetime | None: ...
+    @property
+    def retry_attempt(self) -> int | None: ...
+    @property
+    def retry_at(self) -> datetime | None: ...
+    @property
+    def failure_streak(self) -> int: ...
+    @property
+    def start_at(self) -> datetime | None: ...
+    @property
+    def end_at(self) -> datetime | None: ...
+    @property
+    def remaining(self) -> int | None: ...
+
+
+def state_of(row: ScheduleRow) -> State:
+    """The decision state of a row; a bad row raises ValidationError naming the field.
+
+    A row written with ``nextrun`` only (straight into the table) waits for
+    the first occurrence at or after it.
+    """
+    timer = check_timer(row.timer, check_timezone(row.timezone), row.anchor)
+    next_occurrence = row.next_occurrence
+    if next_occurrence is None and row.nextrun is not None and row.retry_at is None:
+        next_occurrence = first_at_or_after(timer, row.nextrun)
+    elif next_occurrence is not None and not timer.fixed_delay:
+        # On the timer's grid, whatever wrote it (an edit racing a fire, SQL).
+        next_occurrence = first_at_or_after(timer, next_occurrence)
+    return State(
+        schedule_id=row.id,
+        timer=timer,
+        policies=Policies.from_columns(row),
+        next_occurrence=next_occurrence,
+        held=row.held,
+        retry_plan=row.retry_plan,
+        retry_attempt=row.retry_attempt,
+        retry_at=row.retry_at,
+        failure_streak=row.failure_streak,
+        nextrun=row.nextrun,
+    )
+
+
+def recorded_by_unfinished_fire(state: State, run: OpenRun) -> bool:
+    """A run beat recorded for the row whose fire was cut short before it advanced.
+
+    Its id is the deterministic one of its occurrence and attempt, and either
+    it was never sent (still PENDING: only beat writes that, and only a fire
+    that did not finish leaves it) or the row's cursor was not moved past it.
+    A held occurrence is recorded with the cursor already past it, so only
+    its status tells that its fire did not finish.
+    """
+    if run.plan_time is None or run.trigger not in SCHEDULED_TRIGGERS:
+        return False
+    if run.id != run_id_for(state.schedule_id, run.plan_time, run.attempt):
+        return False
+    unsent = run.status == RunStatus.PENDING
+    pending_retry = run.plan_time == state.retry_plan and run.attempt == state.retry_attempt
+    waiting = state.next_occurrence is not None and run.plan_time >= state.next_occurrence
+    return unsent or pending_retry or waiting
+
+
+@dataclass(frozen=True)
+class Fire:
+    """One claimed row, decided: what to send under which ids, and what to revoke."""
+
+    row: ScheduleRow
+    payload: Payload
+    plan: Plan
+    #: The id of each run of ``plan.sends``, in order.
+    run_ids: list[str]
+    #: Runs an unfinished fire of the row recorded, which this fire completes.
+    own: frozenset[str]
+    #: When the messages of its runs expire (None: never).
+    expires: datetime | None
+
+    @property
+    def revoke_reason(self) -> str:
+        """Why the open runs of ``plan.revoke`` end (overlap ``replace``)."""
+        return f"replaced by run {self.run_ids[0]}" if self.run_ids else "replaced"
+
+    def envelope(self, send: Send, run_id: str) -> Envelope:
+        """What the message of one of its runs says of the run."""
+        return Envelope(
+            run_id, self.row.id, self.row.name, send.plan_time, send.trigger, self.expires
+        )
+
+    def records(self, now: datetime) -> list[dict[str, Any]]:
+        """The ``task_execution`` rows of the runs to send, ``PENDING``."""
+        return [
+            new_run(
+                self.row.id, self.row.task, send.plan_time, send.trigger, now, attempt=send.attempt
+            )
+            for send in self.plan.sends
+        ]
+
+
+def prepare(row: ScheduleRow, live: Sequence[OpenRun], now: datetime) -> Fire:
+    """Decide what to send for a claimed row whose open runs still expected to end are ``live``.
+
+    Runs recorded by a fire of this row that did not finish (a crash, a
+    broker failure, a lost mark) are this fire's own work, not overlap: they
+    are resumed before anything new is decided. Raises :class:`RowRefused`
+    for a row that cannot be used.
+    """
+    try:
+        state = state_of(row)
+        payload = Payload.decode(row.task, row.args, row.kwargs, row.options)
+    except ValueError as exc:  # a refused timer, zone, policy or JSON column
+        raise RowRefused(str(exc)) from None
+    own = [run for run in live if recorded_by_unfinished_fire(state, run)]
+    plan = resume(state, own) if own else decide(state, now, list(live))
+    run_ids = [run_id_for(row.id, send.plan_time, send.attempt) for send in plan.sends]
+    following = None if state.fixed_delay else state.timer.next_after(now)
+    expires = expires_at(payload, now, state.policies.expiry(now, following))
+    return Fire(row, payload, plan, run_ids, frozenset(run.id for run in own), expires)

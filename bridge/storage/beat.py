@@ -1,0 +1,304 @@
+"""Beat's statements for the fire sequence: claim, record, mark sent, advance, release.
+
+Every write that follows the claim names the claiming instance in its
+``WHERE`` clause, so an instance whose mark was taken over can no longer move
+a schedule it does not hold. Each method is one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Select, delete, func, or_, select, update
+from sqlalchemy.orm import Session
+
+from bridge.rules.decisions import OpenRun, Plan
+from bridge.rules.fire import ScheduleRow
+from bridge.rules.kinds import RunStatus
+from bridge.storage import runs
+from bridge.storage.database import Database
+from bridge.storage.lifecycle import apply_plan
+from bridge.storage.models import PeriodicTask, TaskExecution
+from bridge.storage.runs import Sent
+from bridge.storage.sql import among
+
+__all__ = ["Advance", "Advanced", "BeatStore", "Recorded", "Sent"]
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What recording a batch of runs found.
+
+    ``inserted``: the runs this call wrote (the others existed already);
+    ``statuses``: the status now of each run of a row still held;
+    ``lost``: the rows whose mark was taken over, for which nothing was recorded.
+    """
+
+    inserted: set[str]
+    statuses: dict[str, RunStatus]
+    lost: set[int]
+
+
+@dataclass(frozen=True)
+class Advance:
+    """One fired row to advance: as it was claimed, its plan, and the runs sent for it."""
+
+    claimed: ScheduleRow
+    plan: Plan
+    #: The ids of the runs this fire sent, the last one last.
+    sent: list[str]
+
+
+@dataclass
+class Advanced:
+    """What advancing a batch did."""
+
+    #: The rows whose mark was taken over before they could be advanced.
+    lost: list[int] = field(default_factory=list)
+    #: The rows the advance finished or disabled, with their note.
+    finished: dict[int, str | None] = field(default_factory=dict)
+
+
+class BeatStore:
+    """The fire sequence's statements against one database."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    def claim_due(
+        self, instance: str, now: datetime, lease: timedelta, limit: int
+    ) -> list[PeriodicTask]:
+        """Mark up to ``limit`` due rows for ``instance``, oldest ``nextrun`` first.
+
+        A row is claimable when it is unmarked, its mark has expired, or the
+        mark is this instance's own (left by a tick that failed half-way). On
+        PostgreSQL the candidate rows are locked with ``SKIP LOCKED`` so that
+        concurrent instances claim disjoint batches without waiting; SQLite
+        serialises writers, which makes the same statement a compare-and-set.
+        """
+        candidates = (
+            select(PeriodicTask.id)
+            .where(
+                PeriodicTask.enabled,
+                PeriodicTask.nextrun <= now,
+                or_(
+                    PeriodicTask.worker.is_(None),
+                    PeriodicTask.worker == instance,
+                    PeriodicTask.marked < now - lease,
+                ),
+            )
+            .order_by(PeriodicTask.nextrun)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        statement = (
+            update(PeriodicTask)
+            .where(PeriodicTask.id.in_(candidates.scalar_subquery()))
+            .values(worker=instance, marked=now)
+            .returning(PeriodicTask)
+            .execution_options(synchronize_session=False)
+        )
+        with self.database.session() as session:
+            rows = list(session.scalars(statement))
+        return sorted(rows, key=lambda row: (row.nextrun or now, row.id))
+
+    def open_runs_of(self, schedule_ids: Sequence[int]) -> dict[int, list[OpenRun]]:
+        """The open runs of each of these schedules, oldest first."""
+        with self.database.session() as session:
+            return runs.open_runs_of(session, schedule_ids)
+
+    def finish_runs(
+        self, run_ids: Sequence[str], status: RunStatus, now: datetime, reason: str
+    ) -> list[str]:
+        """End open runs ``status`` with ``reason``; see :func:`bridge.storage.runs.finish_runs`."""
+        with self.database.session() as session:
+            return runs.finish_runs(session, run_ids, status, now, reason)
+
+    def record_runs(
+        self, records: Sequence[dict[str, Any]], instance: str, marked: datetime
+    ) -> Recorded:
+        """Insert run records (``PENDING``) for the rows whose mark ``instance`` still holds.
+
+        One transaction for a whole batch: the records are inserted, then the
+        schedule rows are locked and their marks checked, and the records of
+        rows whose lease was taken over are removed again, so an instance that
+        lost a lease records nothing through it and learns it must not
+        publish. The lock keeps another instance from taking a row over in
+        between (its claim skips locked rows). The runs are written before
+        the schedule rows are locked, the order the workers use (a run, then
+        its schedule), so the two never deadlock. The statuses returned say
+        which runs still need publishing.
+        """
+        schedule_ids = sorted({record["periodic_task_id"] for record in records})
+        run_ids = [record["id"] for record in records]
+        with self.database.session() as session:
+            inserted = runs.insert_runs(session, records)
+            held = set(
+                session.scalars(
+                    _held(session, schedule_ids, instance, marked)
+                    .order_by(PeriodicTask.id)
+                    .with_for_update()
+                )
+            )
+            lost = set(schedule_ids) - held
+            undone = [r["id"] for r in records if r["periodic_task_id"] in lost]
+            if undone:
+                session.execute(
+                    delete(TaskExecution).where(
+                        among(session, TaskExecution.id, inserted & set(undone))
+                    )
+                )
+            statuses = {
+                run_id: RunStatus(status)
+                for run_id, status in session.execute(
+                    select(TaskExecution.id, TaskExecution.status).where(
+                        among(session, TaskExecution.id, run_ids),
+                        among(session, TaskExecution.periodic_task_id, held),
+                    )
+                )
+            }
+        return Recorded(inserted - set(undone), statuses, lost)
+
+    def mark_sent(self, sent: Sequence[Sent], now: datetime) -> None:
+        """``PENDING`` → ``SENT`` for these runs, each with its message's expiry."""
+        if not sent:
+            return
+        with self.database.session() as session:
+            runs.mark_sent(session, sent, now)
+
+    def advance(
+        self, advances: Sequence[Advance], instance: str, marked: datetime, now: datetime
+    ) -> Advanced:
+        """Move the rows' cursors and clear their marks, except where a mark was taken over.
+
+        One transaction for the batch, the rows locked in id order. Each row
+        is advanced from its values as they are now (an edit or a worker's
+        settlement made meanwhile stays), with its plan and the status of the
+        last run sent for it.
+        """
+        done = Advanced()
+        if not advances:
+            return done
+        with self.database.session() as session:
+            held = _locked(session, [a.claimed.id for a in advances], instance, marked)
+            last = runs.statuses(session, [a.sent[-1] for a in advances if a.sent])
+            for step in advances:
+                row = held.get(step.claimed.id)
+                if row is None:
+                    done.lost.append(step.claimed.id)
+                    continue
+                last_status = last.get(step.sent[-1]) if step.sent else None
+                apply_plan(session, row, step.claimed, step.plan, step.sent, now, last_status)
+                if not row.enabled:
+                    done.finished[row.id] = row.note
+        if done.lost:
+            self.release(instance, done.lost)
+        return done
+
+    def renew(self, instance: str, schedule_ids: Sequence[int], now: datetime) -> set[int]:
+        """Restart the leases ``instance`` still holds on these rows; the ids it holds.
+
+        A row another instance has taken over is not renewed and not returned.
+        """
+        with self.database.session() as session:
+            return set(
+                session.scalars(
+                    update(PeriodicTask)
+                    .where(
+                        among(session, PeriodicTask.id, schedule_ids),
+                        PeriodicTask.worker == instance,
+                    )
+                    .values(marked=now)
+                    .returning(PeriodicTask.id)
+                    .execution_options(synchronize_session=False)
+                )
+            )
+
+    def reread(
+        self, schedule_ids: Sequence[int], instance: str, marked: datetime
+    ) -> dict[int, PeriodicTask]:
+        """Those of the rows as they are now whose mark ``instance`` still holds, by id."""
+        with self.database.session() as session:
+            return {
+                row.id: row
+                for row in session.scalars(
+                    select(PeriodicTask).where(
+                        among(session, PeriodicTask.id, schedule_ids),
+                        PeriodicTask.worker == instance,
+                        PeriodicTask.marked == marked,
+                    )
+                )
+            }
+
+    def disable(self, notes: dict[int, str], instance: str, now: datetime) -> None:
+        """Take rows that cannot be used out of rotation, each with the reason, and unmark them."""
+        if not notes:
+            return
+        with self.database.session() as session:
+            for schedule_id, note in sorted(notes.items()):
+                session.execute(
+                    update(PeriodicTask)
+                    .where(PeriodicTask.id == schedule_id, PeriodicTask.worker == instance)
+                    .values(enabled=False, note=note, worker=None, marked=None, updated_at=now)
+                    .execution_options(synchronize_session=False)
+                )
+
+    def release(self, instance: str, schedule_ids: Sequence[int] | None = None) -> None:
+        """Clear the marks ``instance`` holds (all of them, or those of ``schedule_ids``)."""
+        statement = update(PeriodicTask).where(PeriodicTask.worker == instance)
+        with self.database.session() as session:
+            if schedule_ids is not None:
+                statement = statement.where(among(session, PeriodicTask.id, schedule_ids))
+            session.execute(
+                statement.values(worker=None, marked=None).execution_options(
+                    synchronize_session=False
+                )
+            )
+
+    def next_due(self) -> datetime | None:
+        """The earliest ``nextrun`` of the enabled schedules no instance holds.
+
+        Rows another instance holds are left out: it unmarks them when done,
+        and a mark that expires is noticed at the next poll.
+        """
+        with self.database.session() as session:
+            return session.scalar(
+                select(func.min(PeriodicTask.nextrun)).where(
+                    PeriodicTask.enabled, PeriodicTask.worker.is_(None)
+                )
+            )
+
+
+def _held(
+    session: Session, schedule_ids: Sequence[int], instance: str, marked: datetime
+) -> Select[Any]:
+    """The ids of the rows whose mark is still exactly the one ``instance`` wrote."""
+    return select(PeriodicTask.id).where(
+        among(session, PeriodicTask.id, schedule_ids),
+        PeriodicTask.worker == instance,
+        PeriodicTask.marked == marked,
+    )
+
+
+def _locked(
+    session: Session, schedule_ids: Sequence[int], instance: str, marked: datetime
+) -> dict[int, PeriodicTask]:
+    """Those of the rows whose mark ``instance`` still holds, locked for update, by id.
+
+    Locked in id order, so two transactions locking overlapping sets cannot
+    deadlock on each other.
+    """
+    statement = (
+        select(PeriodicTask)
+        .where(
+            among(session, PeriodicTask.id, schedule_ids),
+            PeriodicTask.worker == instance,
+            PeriodicTask.marked == marked,
+        )
+        .order_by(PeriodicTask.id)
+        .with_for_update()
+    )
+    return {row.id: row for row in session.scalars(statement)}

@@ -1,0 +1,210 @@
+"""Beat's housekeeping statements: runs given up on, heartbeats, instances gone silent.
+
+Beat runs these between fires: runs that went silent or whose worker died
+are marked ``LOST`` (and their schedules settled), runs whose message
+expired unreceived are ended, and beat's own heartbeat is written. Each
+method is one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import NamedTuple
+
+from sqlalchemy import delete, or_, select, update
+
+from bridge.rules.decisions import EXPIRED
+from bridge.rules.kinds import NON_FINAL_STATUSES, SCHEDULED_TRIGGERS, RunStatus
+from bridge.storage import runs
+from bridge.storage.database import Database
+from bridge.storage.lifecycle import settle_runs
+from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution, WorkerInstance
+from bridge.storage.sql import among, insert_or_skip
+
+#: Statuses of a run whose fate hangs on one worker's life. A run only
+#: RECEIVED is still unacknowledged in the broker, which hands it to another
+#: worker if this one dies; a run in RETRY waits in the broker for any worker.
+_HELD_BY_A_WORKER = [RunStatus.STARTED]
+
+#: Why a run still ``SENT`` after its message expired was ended.
+EXPIRED_UNRECEIVED = "expired before a worker received it"
+
+
+class LostRun(NamedTuple):
+    """A run given up on: its id, its schedule's name and why."""
+
+    id: str
+    schedule: str | None
+    reason: str
+
+
+def _death_of(
+    worker: str | None,
+    last_seen: datetime | None,
+    started_at: datetime | None,
+    silent_since: datetime,
+) -> str:
+    """Why ``worker`` is taken for dead, in words for the run's record."""
+    if last_seen is None:
+        return f"worker {worker} has no heartbeat; presumed dead"
+    if last_seen < silent_since:
+        return f"worker {worker} silent since {last_seen.isoformat()}; presumed dead"
+    assert started_at is not None
+    return f"worker {worker} restarted at {started_at.isoformat()} while running it"
+
+
+class Housekeeping:
+    """Beat's sweeps and heartbeats against one database."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    def give_up(self, lost: Sequence[LostRun], now: datetime) -> list[LostRun]:
+        """Mark ``lost`` LOST, each with its reason, and settle their schedules; returns them."""
+        with self.database.session() as session:
+            for reason in {run.reason for run in lost}:
+                ids = [run.id for run in lost if run.reason == reason]
+                runs.finish_runs(session, ids, RunStatus.LOST, now, reason)
+        return list(lost)
+
+    def sweep_stale(self, now: datetime, stale_after: timedelta, reason: str) -> list[LostRun]:
+        """Mark ``LOST`` every open run silent for longer than ``stale_after``.
+
+        Their schedules are settled too: a lost run may owe a retry, count
+        towards the breaker, free a held occurrence or start a fixed delay.
+        """
+        with self.database.session() as session:
+            found = [
+                LostRun(run_id, name, reason)
+                for run_id, name in session.execute(
+                    select(TaskExecution.id, PeriodicTask.name)
+                    .outerjoin(PeriodicTask, PeriodicTask.id == TaskExecution.periodic_task_id)
+                    .where(
+                        TaskExecution.status.in_(NON_FINAL_STATUSES),
+                        TaskExecution.updated_at < now - stale_after,
+                        # Beat's unsent records are resumed, never lost.
+                        or_(
+                            TaskExecution.status != RunStatus.PENDING,
+                            TaskExecution.trigger.not_in(list(SCHEDULED_TRIGGERS)),
+                        ),
+                    )
+                )
+            ]
+        return self.give_up(found, now)
+
+    def sweep_dead_workers(self, now: datetime, timeout: timedelta) -> list[LostRun]:
+        """Mark ``LOST`` the runs held by workers that died, with the reason of each.
+
+        A worker is dead when its heartbeat is older than ``timeout``, missing,
+        or younger than the run's last change (it restarted since, under the
+        same name). Runs changed within ``timeout`` are left alone: their
+        worker was alive then, and its heartbeat may be a moment behind.
+        """
+        with self.database.session() as session:
+            candidates = session.execute(
+                select(
+                    TaskExecution.id,
+                    PeriodicTask.name,
+                    TaskExecution.worker,
+                    WorkerInstance.last_seen,
+                    WorkerInstance.started_at,
+                )
+                .outerjoin(PeriodicTask, PeriodicTask.id == TaskExecution.periodic_task_id)
+                .outerjoin(WorkerInstance, WorkerInstance.name == TaskExecution.worker)
+                .where(
+                    TaskExecution.status.in_(_HELD_BY_A_WORKER),
+                    TaskExecution.worker.is_not(None),
+                    TaskExecution.updated_at < now - timeout,
+                    or_(
+                        WorkerInstance.name.is_(None),
+                        WorkerInstance.last_seen < now - timeout,
+                        WorkerInstance.started_at > TaskExecution.updated_at,
+                    ),
+                )
+            ).all()
+        return self.give_up(
+            [
+                LostRun(run_id, name, _death_of(worker, last_seen, started_at, now - timeout))
+                for run_id, name, worker, last_seen, started_at in candidates
+            ],
+            now,
+        )
+
+    def expire_unreceived(self, cutoff: datetime, now: datetime, limit: int) -> list[LostRun]:
+        """End, as ``REVOKED`` ``expired``, up to ``limit`` runs still ``SENT`` at ``cutoff``
+        although their message expired before it; returns them.
+
+        No worker has said it received such a run, so it never started: the
+        broker dropped the message at its expiry (RabbitMQ turns Celery's
+        expiry into a per-message TTL), or a worker will find it expired and
+        discard it. Either way it will never run, and left ``SENT`` it would
+        block its schedule until it went stale. Its schedule is settled like
+        a worker's record of the expiry: a fixed delay's next run, a held
+        occurrence or waiting catch-up work may go, and it is counted.
+        """
+        with self.database.session() as session:
+            candidates = (
+                select(TaskExecution.id)
+                .where(TaskExecution.status == RunStatus.SENT, TaskExecution.expires_at < cutoff)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            )
+            expired = session.execute(
+                update(TaskExecution)
+                .where(
+                    TaskExecution.id.in_(candidates.scalar_subquery()),
+                    TaskExecution.status == RunStatus.SENT,
+                )
+                .values(status=RunStatus.REVOKED, finished_at=now, updated_at=now, error=EXPIRED)
+                .returning(TaskExecution.id, TaskExecution.periodic_task_id)
+                .execution_options(synchronize_session=False)
+            ).all()
+            if not expired:
+                return []
+            settle_runs(session, [run_id for run_id, _ in expired], now)
+            ids = {schedule_id for _, schedule_id in expired if schedule_id is not None}
+            names: dict[int | None, str] = dict(
+                session.execute(
+                    select(PeriodicTask.id, PeriodicTask.name).where(
+                        among(session, PeriodicTask.id, ids)
+                    )
+                )
+            )
+        return [
+            LostRun(run_id, names.get(schedule_id), EXPIRED_UNRECEIVED)
+            for run_id, schedule_id in expired
+        ]
+
+    def forget_workers(self, before: datetime) -> None:
+        """Delete the heartbeats of workers silent since ``before``."""
+        with self.database.session() as session:
+            session.execute(delete(WorkerInstance).where(WorkerInstance.last_seen < before))
+
+    def heartbeat(
+        self, instance: str, host: str, pid: int, started_at: datetime, now: datetime, sent: int
+    ) -> None:
+        """Record that ``instance`` ticks and how many runs it has sent."""
+        row = {
+            "id": instance,
+            "host": host,
+            "pid": pid,
+            "started_at": started_at,
+            "last_tick": now,
+            "sent": sent,
+        }
+        with self.database.session() as session:
+            statement = insert_or_skip(session, BeatInstance).values(row)
+            session.execute(
+                statement.on_conflict_do_update(
+                    index_elements=["id"], set_={"last_tick": now, "sent": sent}
+                )
+            )
+
+    def forget_instances(self, before: datetime, instance: str | None = None) -> None:
+        """Delete the heartbeats older than ``before`` (and ``instance``'s own, if given)."""
+        stale = BeatInstance.last_tick < before
+        if instance is not None:
+            stale = or_(stale, BeatInstance.id == instance)
+        with self.database.session() as session:
+            session.execute(delete(BeatInstance).where(stale))

@@ -1,0 +1,184 @@
+"""Statements on run records that beat and the management side share.
+
+Each function runs inside the caller's transaction (its ``session``): the
+gateways of :mod:`bridge.storage` compose them into transactions of their
+own, and nothing outside storage calls them directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from sqlalchemy import ARRAY, Integer, bindparam, cast, func, literal, select, true, update
+from sqlalchemy.orm import Session
+
+from bridge.rules.decisions import OpenRun
+from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
+from bridge.storage.lifecycle import settle_runs
+from bridge.storage.models import PeriodicTask, TaskExecution, UTCDateTime
+from bridge.storage.sql import among, insert_or_skip, is_postgres
+
+
+class Sent(NamedTuple):
+    """A run just published: its schedule, its id and when its message expires."""
+
+    schedule_id: int
+    run_id: str
+    expires_at: datetime | None
+
+
+def insert_runs(session: Session, runs: Sequence[dict[str, Any]]) -> set[str]:
+    """Insert run records unless their id or occurrence key exists; the ids inserted.
+
+    The ids come back from ``RETURNING``, which lists only the rows written.
+    On PostgreSQL the rows go as one array per column (``INSERT ... SELECT
+    FROM unnest(...)``), for the reason given in :func:`bridge.storage.sql.one_of`;
+    elsewhere SQLAlchemy sends them as multi-row statements. The runs share their keys.
+    """
+    if not runs:
+        return set()
+    if is_postgres(session):
+        names = list(runs[0])
+        table = TaskExecution.__table__.c
+        arrays = [literal([run[name] for run in runs], ARRAY(table[name].type)) for name in names]
+        rows = func.unnest(*arrays).table_valued(*names).render_derived(name="new_runs")
+        statement = (
+            insert_or_skip(session, TaskExecution)
+            .from_select(names, select(*rows.c))
+            .on_conflict_do_nothing()
+            .returning(TaskExecution.id)
+        )
+        return set(session.scalars(statement))
+    statement = (
+        insert_or_skip(session, TaskExecution).on_conflict_do_nothing().returning(TaskExecution.id)
+    )
+    return set(session.scalars(statement, list(runs)))
+
+
+def open_runs_of(session: Session, schedule_ids: Sequence[int]) -> dict[int, list[OpenRun]]:
+    """The open runs of each of these schedules, oldest first, in one query.
+
+    On PostgreSQL the query looks each schedule up on its own in
+    ``ix_task_execution_schedule_status``: asked as one ``IN`` list, the
+    planner may read every open run of every schedule through the status
+    index instead, which it believes selective until the table is next
+    analysed. During a burst every fired row adds an open run, and that
+    read grew with each batch. The ``OFFSET 0`` keeps the per-schedule
+    lookup from being flattened into a join the planner could reorder.
+    """
+    open_status = TaskExecution.status.in_(NON_FINAL_STATUSES)
+    columns = (
+        TaskExecution.id,
+        TaskExecution.status,
+        TaskExecution.plan_time,
+        TaskExecution.updated_at,
+        TaskExecution.trigger,
+        TaskExecution.attempt,
+    )
+    if is_postgres(session):
+        ids = cast(list(schedule_ids), ARRAY(Integer))
+        wanted = func.unnest(ids).table_valued("id").render_derived(name="wanted")
+        runs = (
+            select(*columns)
+            .where(TaskExecution.periodic_task_id == wanted.c.id, open_status)
+            .offset(0)
+            .lateral()
+        )
+        statement = select(wanted.c.id, *runs.c).join(runs, true()).order_by(runs.c.updated_at)
+    else:
+        statement = (
+            select(TaskExecution.periodic_task_id, *columns)
+            .where(TaskExecution.periodic_task_id.in_(schedule_ids), open_status)
+            .order_by(TaskExecution.updated_at)
+        )
+    found: dict[int, list[OpenRun]] = {}
+    for schedule_id, *run in session.execute(statement):
+        found.setdefault(schedule_id, []).append(OpenRun(*run))
+    return found
+
+
+def finish_runs(
+    session: Session, run_ids: Sequence[str], status: RunStatus, now: datetime, reason: str
+) -> list[str]:
+    """Close open runs that will not report (LOST), were replaced (REVOKED) or not sent
+    (FAILURE), each with ``reason``; the ids closed.
+
+    They stop blocking their schedule; a LOST run is then settled like a
+    failure a worker reported.
+    """
+    if not run_ids:
+        return []
+    finished = list(
+        session.scalars(
+            update(TaskExecution)
+            .where(
+                among(session, TaskExecution.id, run_ids),
+                TaskExecution.status.in_(NON_FINAL_STATUSES),
+            )
+            .values(status=status, finished_at=now, updated_at=now, error=reason)
+            .returning(TaskExecution.id)
+            .execution_options(synchronize_session=False)
+        )
+    )
+    if status is RunStatus.LOST:
+        settle_runs(session, finished, now)
+    return finished
+
+
+def mark_sent(session: Session, runs: Sequence[Sent], now: datetime) -> None:
+    """``PENDING`` → ``SENT`` for these runs, each with its message's expiry.
+
+    A worker that already reported progress keeps its status. A schedule
+    that already names the run as its last shows it sent too; it is found
+    by its id (``last_run_id`` has no index).
+    """
+    if not runs:
+        return
+    schedule_ids = sorted({run.schedule_id for run in runs})
+    run_ids = [run.run_id for run in runs]
+    values = {"status": RunStatus.SENT, "queued_at": now, "updated_at": now}
+    unsent = TaskExecution.status == RunStatus.PENDING
+    if is_postgres(session):
+        # One statement, its runs and expiries bound as two arrays (see sql.one_of).
+        sent = (
+            func.unnest(
+                literal(run_ids, ARRAY(TaskExecution.id.type)),
+                literal([run.expires_at for run in runs], ARRAY(UTCDateTime())),
+            )
+            .table_valued("id", "expires_at")
+            .render_derived(name="sent")
+        )
+        session.execute(
+            update(TaskExecution)
+            .where(TaskExecution.id == sent.c.id, unsent)
+            .values(**values, expires_at=sent.c.expires_at)
+        )
+    else:
+        session.connection().execute(
+            update(TaskExecution)
+            .where(TaskExecution.id == bindparam("run_id"), unsent)
+            .values(**values, expires_at=bindparam("expires", type_=UTCDateTime())),
+            [{"run_id": run.run_id, "expires": run.expires_at} for run in runs],
+        )
+    session.execute(
+        update(PeriodicTask)
+        .where(
+            among(session, PeriodicTask.id, schedule_ids),
+            among(session, PeriodicTask.last_run_id, run_ids),
+            PeriodicTask.last_status == RunStatus.PENDING,
+        )
+        .values(last_status=RunStatus.SENT)
+        .execution_options(synchronize_session=False)
+    )
+
+
+def statuses(session: Session, run_ids: Sequence[str]) -> dict[str, str]:
+    """The current status of each of these runs, read without a lock."""
+    if not run_ids:
+        return {}
+    statement = select(TaskExecution.id, TaskExecution.status).where(
+        among(session, TaskExecution.id, run_ids)
+    )
+    return dict(session.execute(statement))

@@ -1,0 +1,135 @@
+"""The statements that keep ``periodic_task`` in step with the app's ``beat_schedule``.
+
+Beat hands over the checked definition of each entry; this module upserts
+them in one transaction. Every statement is a compare-and-set, so several
+beats starting at once converge on the same table. Rows created through the
+API or the CLI are never touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, not_, select, update
+from sqlalchemy.orm import Session
+
+from bridge.rules.definition import Definition
+from bridge.rules.edits import FRESH_STATE, MOVING_COLUMNS, TIMING_COLUMNS
+from bridge.rules.kinds import Source
+from bridge.storage.database import Database
+from bridge.storage.models import PeriodicTask
+from bridge.storage.sql import insert_or_skip
+
+#: The note on a config row whose entry left ``beat_schedule``.
+REMOVED_NOTE = "disabled: removed from beat_schedule"
+
+
+@dataclass
+class SyncReport:
+    """What a sync did."""
+
+    #: Entries whose name a schedule created through the API or CLI has.
+    left_alone: list[str] = field(default_factory=list)
+    #: Entries whose definition changed.
+    changed: list[str] = field(default_factory=list)
+    #: Config rows disabled because their entry is gone.
+    removed: int = 0
+
+
+class ConfigSync:
+    """Upserts ``beat_schedule`` entries into one database."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    def apply(
+        self,
+        entries: Mapping[str, tuple[Definition, datetime]],
+        names: Collection[str],
+        now: datetime,
+    ) -> SyncReport:
+        """Upsert ``entries`` (name → checked definition and first occurrence after now),
+        and disable the config rows whose name is not among ``names`` (every entry of
+        ``beat_schedule``, refused ones included, so that a refused entry keeps its row).
+        """
+        report = SyncReport()
+        with self.database.session() as session:
+            owners = dict(
+                session.execute(
+                    select(PeriodicTask.name, PeriodicTask.source).where(
+                        PeriodicTask.name.in_(list(entries))
+                    )
+                ).all()
+            )
+            for name, (definition, first) in entries.items():
+                if owners.get(name, Source.CONFIG) != Source.CONFIG:
+                    report.left_alone.append(name)
+                elif _upsert(session, name, definition, first, now):
+                    report.changed.append(name)
+            removed = session.execute(
+                update(PeriodicTask)
+                .where(
+                    PeriodicTask.source == Source.CONFIG.value,
+                    PeriodicTask.enabled,
+                    PeriodicTask.name.not_in(list(names)),
+                )
+                .values(enabled=False, note=REMOVED_NOTE, updated_at=now)
+                .execution_options(synchronize_session=False)
+            )
+            report.removed = removed.rowcount  # type: ignore[attr-defined]
+        return report
+
+
+def _same(values: Mapping[str, Any]) -> ColumnElement[bool]:
+    """The row holds exactly these values (NULL matching NULL)."""
+    return and_(
+        *(getattr(PeriodicTask, key).is_not_distinct_from(value) for key, value in values.items())
+    )
+
+
+def _upsert(
+    session: Session, name: str, definition: Definition, first: datetime, now: datetime
+) -> bool:
+    """Insert, retime, update or re-enable one entry's row, each as a compare-and-set;
+    True if an existing row's definition changed."""
+    columns = definition.columns()
+    config_row = (PeriodicTask.name == name, PeriodicTask.source == Source.CONFIG.value)
+    session.execute(
+        insert_or_skip(session, PeriodicTask)
+        .values(
+            definition.new_row(
+                name, anchor=now, first=first, enabled=True, source=Source.CONFIG, now=now
+            )
+        )
+        .on_conflict_do_nothing(index_elements=["name"])
+    )
+    changes: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = (
+        # A new timer, zone or bounds: a new first occurrence, counted from now.
+        (
+            {key: columns[key] for key in TIMING_COLUMNS if key in columns},
+            {"anchor": now, "next_occurrence": first, "nextrun": first},
+        ),
+        # Anything else: the new values, the row keeps its place in time.
+        ({key: v for key, v in columns.items() if key not in MOVING_COLUMNS}, {}),
+    )
+    changed = False
+    for compared, moves in changes:
+        result = session.execute(
+            update(PeriodicTask)
+            .where(*config_row, not_(_same(compared)))
+            .values(**columns, **moves, **FRESH_STATE, enabled=True, note=None, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
+        if result.rowcount:  # type: ignore[attr-defined]
+            changed = True
+            break
+    session.execute(
+        update(PeriodicTask)
+        .where(*config_row, PeriodicTask.note == REMOVED_NOTE)
+        .values(enabled=True, note=None, next_occurrence=first, nextrun=first, updated_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    return changed

@@ -169,7 +169,7 @@ class Housekeeping:
                     select(PeriodicTask.id, PeriodicTask.name).where(
                         among(session, PeriodicTask.id, ids)
                     )
-                )
+                ).all()
             )
         return [
             LostRun(run_id, names.get(schedule_id), EXPIRED_UNRECEIVED)

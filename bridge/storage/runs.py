@@ -181,4 +181,4 @@ def statuses(session: Session, run_ids: Sequence[str]) -> dict[str, str]:
     statement = select(TaskExecution.id, TaskExecution.status).where(
         among(session, TaskExecution.id, run_ids)
     )
-    return dict(session.execute(statement))
+    return dict(session.execute(statement).all())

@@ -39,14 +39,15 @@ def publish(app: Celery, payload: Payload, envelope: Envelope, producer: Any = N
     )
 
 
-def revoke(app: Celery, run_ids: list[str]) -> None:
-    """Revoke runs and terminate them where they already execute (overlap ``replace``).
+def revoke(app: Celery, run_ids: list[str], terminate: bool = True) -> None:
+    """Revoke runs, and with ``terminate`` end them where they already execute (overlap
+    ``replace``, a cancel that asks for it) with SIGTERM.
 
     The revoke is broadcast to every worker, which also discards a message it
     has not started yet; the caller marks the records ``REVOKED``.
     """
     if run_ids:
-        app.control.revoke(run_ids, terminate=True, signal="SIGTERM")
+        app.control.revoke(run_ids, terminate=terminate, signal="SIGTERM")
 
 
 def check_broker(app: Any) -> None:

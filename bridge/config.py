@@ -8,6 +8,7 @@ quick start.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -57,6 +58,19 @@ class Settings:
     summary_max_chars: int = 2000
     #: How often the recorder retries a write the database refused.
     recorder_retries: int = 3
+    #: A schedule due for longer than this without being sent is late (seconds).
+    default_grace: float = 60.0
+    #: Bearer tokens of the HTTP API: the admin token reads and changes, the read
+    #: token only reads. Without either, ``bridge serve`` binds loopback only.
+    api_admin_token: str = dataclasses.field(default="", repr=False)
+    api_read_token: str = dataclasses.field(default="", repr=False)
+    #: The largest request body the HTTP API reads, in bytes.
+    api_max_body: int = 1_048_576
+    #: Per-schedule metrics are exported for at most this many schedules (by name);
+    #: past it, only the totals.
+    metrics_max_schedules: int = 1000
+    #: Where beat serves its own Prometheus metrics (0: it does not).
+    beat_metrics_port: int = 0
 
     @classmethod
     def from_app(cls, app: Any | None = None, environ: Mapping[str, str] | None = None) -> Settings:
@@ -73,18 +87,24 @@ class Settings:
                 raw = env[key.upper()]
             else:
                 continue
+            shown = "<hidden>" if field.name in SECRETS else raw
             try:
                 values[field.name] = parse(str(raw))
             except ValueError:
-                raise ValidationError(key, raw, f"a {field.type} value") from None
+                raise ValidationError(key, shown, f"a {field.type} value") from None
             if isinstance(values[field.name], float) and not math.isfinite(values[field.name]):
                 raise ValidationError(key, raw, "a finite number")
             if field.name in _POSITIVE and values[field.name] <= 0:
                 raise ValidationError(key, raw, "a number greater than 0")
             if field.name in _NOT_NEGATIVE and values[field.name] < 0:
                 raise ValidationError(key, raw, "a number of at least 0")
+            if field.name in SECRETS and values[field.name] and len(values[field.name]) < 16:
+                raise ValidationError(key, shown, "a token of at least 16 characters")
         return cls(**values)
 
+
+#: Settings whose value is never repeated in a message or a log.
+SECRETS = frozenset({"api_admin_token", "api_read_token"})
 
 _POSITIVE = {
     "lease_seconds",
@@ -93,8 +113,11 @@ _POSITIVE = {
     "stale_run_seconds",
     "worker_timeout",
     "summary_max_chars",
+    "default_grace",
+    "api_max_body",
+    "metrics_max_schedules",
 }
-_NOT_NEGATIVE = {"recorder_retries"}
+_NOT_NEGATIVE = {"recorder_retries", "beat_metrics_port"}
 
 _PARSERS: dict[str, Callable[[str], Any]] = {
     "str": str,

@@ -32,11 +32,24 @@ class ScheduleNotFound(BridgeError, LookupError):
         super().__init__(f"name: no schedule named {name!r}")
 
 
-class DuplicateSchedule(ValidationError):
+class StateConflict(ValidationError):
+    """The value is well formed, but the schedule or run is not in a state that allows it
+    (a name taken, a schedule paused already, a run that has ended)."""
+
+
+class DuplicateSchedule(StateConflict):
     """A schedule with this name already exists."""
 
     def __init__(self, name: str) -> None:
         super().__init__("name", name, "a name no other schedule has")
+
+
+class RunNotFound(BridgeError, LookupError):
+    """No run has the id that was asked for."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(f"run: no run with id {run_id!r}")
 
 
 class SendFailed(BridgeError):

@@ -71,9 +71,14 @@ def publish_or_fail(
         raise NotSent(reason) from exc
 
 
-def revoke(app: Celery, runs: RunEnds, run_ids: Sequence[str], reason: str) -> None:
-    """End the runs ``REVOKED`` with ``reason``, then revoke them on every worker."""
+def revoke(
+    app: Celery, runs: RunEnds, run_ids: Sequence[str], reason: str, terminate: bool = True
+) -> list[str]:
+    """End the open runs among ``run_ids`` ``REVOKED`` with ``reason``, then revoke them on
+    every worker (terminating them where they execute, unless ``terminate`` is False);
+    the ids revoked. A run that ended meanwhile keeps its outcome and is not revoked."""
     if not run_ids:
-        return
-    runs.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason)
-    broker.revoke(app, list(run_ids))
+        return []
+    ended = runs.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason)
+    broker.revoke(app, ended, terminate)
+    return ended

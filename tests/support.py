@@ -70,6 +70,16 @@ def postgres_database(prefix: str = "bridge_test_") -> Iterator[str]:
         admin.dispose()
 
 
+def answers(url: str) -> bool:
+    """Whether an HTTP server answers ``url`` with 200."""
+    import httpx
+
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -205,6 +215,22 @@ class Env:
             ]
         process = CeleryProcess(name, command, self.workdir, self.environ(**extra))
         self.processes.append(process)
+        return process
+
+    def serve(self, port: int, *args: str, **extra: str) -> CeleryProcess:
+        """Start ``celery bridge serve`` on ``port`` and wait until it answers."""
+        command = [*CELERY, "bridge", "serve", "--port", str(port), *args]
+        process = CeleryProcess(
+            f"serve-{len(self.processes)}", command, self.workdir, self.environ(**extra)
+        )
+        self.processes.append(process)
+        wait_for(
+            lambda: process.popen.poll() is not None or answers(f"http://127.0.0.1:{port}/healthz"),
+            30,
+            what=f"the server on port {port}",
+        )
+        if process.popen.poll() is not None:
+            pytest.fail(f"the server exited {process.popen.returncode}: {process.log}")
         return process
 
     def stop_all(self) -> None:

@@ -13,8 +13,11 @@ The CLI is a thin layer over this class.
 from __future__ import annotations
 
 import builtins
+import getpass
+import socket
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any, Unpack
@@ -25,8 +28,20 @@ from bridge import sending
 from bridge.broker import check_broker
 from bridge.clock import utcnow
 from bridge.config import Settings
-from bridge.errors import RunSkipped, SendFailed, ValidationError
-from bridge.manage.views import Backfill, Instance, Run, Schedule, Status
+from bridge.errors import RunSkipped, SendFailed, StateConflict, ValidationError
+from bridge.manage.views import (
+    AuditRecord,
+    Backfill,
+    Health,
+    Instance,
+    Page,
+    Run,
+    Schedule,
+    Stats,
+    Status,
+    Worker,
+)
+from bridge.rules import paging
 from bridge.rules.decisions import (
     FINISHED_NOTES,
     Forecast,
@@ -36,20 +51,26 @@ from bridge.rules.decisions import (
 )
 from bridge.rules.definition import (
     build_definition,
+    check_label,
+    check_labels,
     check_name,
     require_occurrence,
     with_queue,
 )
 from bridge.rules.edits import FRESH_STATE, retimes
 from bridge.rules.fire import state_of
-from bridge.rules.kinds import Source, Trigger
-from bridge.rules.policy import Overlap, Policies, PolicyFields
-from bridge.rules.runs import Envelope, Payload, expires_at, new_run
+from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus, Source, Trigger
+from bridge.rules.policy import Overlap, Policies, PolicyFields, duration
+from bridge.rules.runs import Envelope, Payload, expires_at, new_run, run_id_for
+from bridge.rules.stats import spread, success_rate
 from bridge.rules.timers import Timer, parse_timer
-from bridge.rules.values import aware, required_instant, whole_number
+from bridge.rules.values import aware, instant, required_instant, seconds, whole_number
+from bridge.storage.audit import AuditStore, Change
 from bridge.storage.database import Database, database_for
+from bridge.storage.history import HistoryStore, RunFilter
+from bridge.storage.overview import Overview, OverviewStore
 from bridge.storage.runs import Sent
-from bridge.storage.schedules import ScheduleStore
+from bridge.storage.schedules import SORTS, ScheduleFilter, ScheduleStore
 
 #: The most runs :meth:`Bridge.forecast` (``bridge next``) looks ahead.
 MAX_FORECAST = 1000
@@ -62,6 +83,21 @@ RESUME_FROM = ("now", "catchup")
 #: The overlap choices of a manual run or a backfill: ``buffer_one`` holds a
 #: *scheduled* occurrence, which a run sent by hand is not.
 MANUAL_OVERLAPS = (Overlap.ALLOW, Overlap.SKIP, Overlap.REPLACE)
+#: The statuses of a run that :meth:`Bridge.retry` sends again.
+RETRIABLE = (RunStatus.FAILURE, RunStatus.LOST, RunStatus.REVOKED)
+#: The latest runs of a window whose durations and start delays :meth:`Bridge.stats` reads.
+STATS_SAMPLE = 10_000
+#: The rows of a page when none is asked for.
+PAGE_DEFAULT = 100
+
+
+def default_actor(surface: str = "python") -> str:
+    """Who changes schedules from this process, for the audit log: ``surface:user@host``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        user = "unknown"
+    return f"{surface}:{user}@{socket.gethostname()}"
 
 
 class Bridge:
@@ -73,11 +109,26 @@ class Bridge:
         *,
         database_url: str | None = None,
         settings: Settings | None = None,
+        actor: str | None = None,
     ) -> None:
         self.app = app
         self.settings = settings or Settings.from_app(app)
         self.database: Database = database_for(database_url or self.settings.database_url)
         self.store = ScheduleStore(self.database)
+        self.history_store = HistoryStore(self.database)
+        self.audit_store = AuditStore(self.database)
+        self.overview_store = OverviewStore(self.database)
+        #: Who the audit log says made the changes of this object: ``cli:alice@host``, ...
+        self.actor = actor or default_actor()
+
+    def acting_as(self, actor: str) -> Bridge:
+        """This bridge, with its changes logged as made by ``actor`` (a request's caller)."""
+        other = object.__new__(Bridge)
+        other.__dict__.update(self.__dict__, actor=actor)
+        return other
+
+    def _change(self, action: str, note: str | None = None) -> Change:
+        return Change(self.actor, action, note)
 
     # -- schema -------------------------------------------------------------
 
@@ -101,6 +152,7 @@ class Bridge:
         enabled: bool = True,
         anchor: datetime | None = None,
         allow_unknown_task: bool = False,
+        labels: Sequence[str] | str = (),
         **policies: Unpack[PolicyFields],
     ) -> Schedule:
         """Create a schedule; its first run is the timer's first occurrence after now.
@@ -115,6 +167,7 @@ class Bridge:
         anchor = aware("anchor", anchor) if anchor is not None else now
         if not isinstance(enabled, bool):
             raise ValidationError("enabled", enabled, "true or false")
+        checked_labels = check_labels(labels)
         definition, timer_ = build_definition(
             task=task,
             timer=timer,
@@ -130,7 +183,9 @@ class Bridge:
         row = self.store.insert(
             definition.new_row(
                 name, anchor=anchor, first=first, enabled=enabled, source=Source.API, now=now
-            )
+            ),
+            checked_labels,
+            self._change("create"),
         )
         return Schedule.of(row)
 
@@ -146,6 +201,7 @@ class Bridge:
         queue: str | None = None,
         options: Mapping[str, Any] | str | None = None,
         allow_unknown_task: bool = False,
+        labels: Sequence[str] | str | None = None,
         **policies: Unpack[PolicyFields],
     ) -> Schedule:
         """Change the fields given; a field left out or given as None keeps its value.
@@ -154,10 +210,12 @@ class Bridge:
         occurrence after now that the new values allow; any other change
         leaves it. ``"none"`` clears an optional policy (``end="none"``). Values
         equal to the stored ones (or none given) write nothing: ``updated_at``
-        stays as it was.
+        stays as it was. ``labels`` replace the schedule's labels.
         """
         now = utcnow()
-        with self.store.changing(name) as row:
+        wanted_labels = None if labels is None else check_labels(labels)
+        with self.store.changing(name, self._change("edit")) as editing:
+            row = editing.row
             # A new timer starts from now (an interval's grid is anchored there).
             anchor = now if timer is not None and timer != row.timer else row.anchor
             definition, timer_ = build_definition(
@@ -174,8 +232,12 @@ class Bridge:
             )
             columns = definition.columns()
             retimed = retimes(row, columns)
-            if not retimed and all(getattr(row, key) == value for key, value in columns.items()):
+            relabelled = wanted_labels is not None and wanted_labels != editing.labels
+            unchanged = all(getattr(row, key) == value for key, value in columns.items())
+            if not retimed and unchanged and not relabelled:
                 return Schedule.of(row)
+            if wanted_labels is not None:
+                editing.labels = wanted_labels
             if retimed:
                 written = row.timer if timer is None else timer
                 row.next_occurrence = row.nextrun = require_occurrence(
@@ -185,7 +247,7 @@ class Bridge:
             for key, value in columns.items():
                 setattr(row, key, value)
             row.updated_at = now
-            return Schedule.of(row)
+        return self.get(name)
 
     def pause(self, name: str, note: str | None = None) -> Schedule:
         """Stop firing the schedule until it is resumed; ``note`` says why.
@@ -194,16 +256,17 @@ class Bridge:
         new note; without one, or with the note it has, pausing it again is
         refused and writes nothing.
         """
-        with self.store.changing(name) as row:
+        with self.store.changing(name, self._change("pause", note)) as editing:
+            row = editing.row
             if not row.enabled and (note is None or note == row.note):
                 shown = f"paused: {row.note}" if row.note else "paused"
-                raise ValidationError(
+                raise StateConflict(
                     "name", name, f"a schedule that is not paused already (it is {shown})"
                 )
             row.enabled = False
             row.note = note
             row.updated_at = utcnow()
-            return Schedule.of(row)
+        return self.get(name)
 
     def resume(self, name: str, from_: str = "now") -> Schedule:
         """Fire the schedule again; clears the note, the broken flag, the breaker and retries.
@@ -217,9 +280,10 @@ class Bridge:
         if from_ not in RESUME_FROM:
             raise ValidationError("from", from_, " or ".join(RESUME_FROM))
         now = utcnow()
-        with self.store.changing(name) as row:
+        with self.store.changing(name, self._change("resume", f"from {from_}")) as editing:
+            row = editing.row
             if row.enabled and not row.broken:
-                raise ValidationError(
+                raise StateConflict(
                     "name", name, "a paused or broken schedule (it is enabled: nothing to resume)"
                 )
             if from_ == "now":
@@ -236,11 +300,38 @@ class Bridge:
             row.enabled = True
             row.note = None
             row.updated_at = now
-            return Schedule.of(row)
+        return self.get(name)
+
+    def pause_label(self, label: str, note: str | None = None) -> builtins.list[Schedule]:
+        """Pause every enabled schedule carrying ``label``; the schedules paused.
+
+        Each is paused as :meth:`pause` pauses it, with its own audit entry;
+        those paused already are left as they are.
+        """
+        names = self.store.names_with_label(check_label(label))
+        return [self.pause(name, note) for name in names if self.get(name).enabled]
+
+    def resume_label(self, label: str, from_: str = "now") -> builtins.list[Schedule]:
+        """Resume every paused or broken schedule carrying ``label``; the schedules resumed.
+
+        A finished schedule (no occurrence left) is left as it is.
+        """
+        if from_ not in RESUME_FROM:
+            raise ValidationError("from", from_, " or ".join(RESUME_FROM))
+        resumed = []
+        for name in self.store.names_with_label(check_label(label)):
+            schedule = self.get(name)
+            if (schedule.enabled and not schedule.broken) or schedule.note in FINISHED_NOTES:
+                continue
+            try:
+                resumed.append(self.resume(name, from_))
+            except StateConflict:
+                continue  # resumed meanwhile by someone else
+        return resumed
 
     def remove(self, name: str) -> None:
         """Delete the schedule and, by cascade, its runs."""
-        self.store.remove(name)
+        self.store.remove(name, self._change("delete"), utcnow())
 
     def run(self, name: str, overlap: str | None = None) -> Run:
         """Send a run now (``trigger=manual``), whatever the timer says.
@@ -259,10 +350,69 @@ class Bridge:
         self._make_way(app, schedule, mode, "run", f"replaced by manual run {run_id}")
         now = utcnow()
         self.store.record_manual_run(
-            new_run(schedule.id, schedule.task, now, Trigger.MANUAL, now, run_id), now
+            new_run(schedule.id, schedule.task, now, Trigger.MANUAL, now, run_id),
+            now,
+            self._change("run", None if overlap is None else f"overlap {mode.value}"),
+            schedule.name,
         )
         self._send(app, schedule, payload, run_id, now, Trigger.MANUAL, "run")
-        return self._runs([run_id])[0]
+        return self.run_info(run_id)
+
+    def cancel(self, run_id: str, *, terminate: bool = False, note: str | None = None) -> Run:
+        """End an open run ``REVOKED`` and revoke its message on every worker.
+
+        A run not yet started is discarded by the worker that receives it.
+        One already executing is ended there with SIGTERM when ``terminate``
+        (the prefork pool only); otherwise it carries on, and what it reports
+        is not recorded: the run is final. ``note`` goes into the record's
+        reason and the audit log. A run that has ended is refused.
+        """
+        app = self._sender()
+        run = self.run_info(run_id)
+        if RunStatus(run.status) not in NON_FINAL_STATUSES:
+            raise StateConflict("run", run_id, f"a run that has not ended (it is {run.status})")
+        reason = f"cancelled by {self.actor}" + (f": {note}" if note else "")
+        if not sending.revoke(app, self.store, [run_id], reason, terminate):
+            ended = self.run_info(run_id)
+            raise StateConflict("run", run_id, f"a run that has not ended (it is {ended.status})")
+        if run.schedule is not None:
+            action = "cancel" + (" (terminate)" if terminate else "")
+            change = self._change(action, note)
+            self.store.note_action(run.schedule_id, run.schedule, change, utcnow(), run=run_id)
+        return self.run_info(run_id)
+
+    def retry(self, run_id: str) -> Run:
+        """Send a run that ended FAILURE, LOST or REVOKED again, as the next attempt of its
+        occurrence (``trigger=manual``), with the schedule's current definition.
+
+        Only the latest attempt of an occurrence can be retried, so a retry
+        asked twice sends once. Like :meth:`run`, it leaves the schedule's
+        cursor, counters and breaker alone.
+        """
+        app = self._sender()
+        run = self.run_info(run_id)
+        if run.schedule is None or run.plan_time is None:
+            raise ValidationError("run", run_id, "a run of a schedule")
+        if RunStatus(run.status) not in RETRIABLE:
+            expected = ", ".join(status.value for status in RETRIABLE)
+            raise StateConflict("run", run_id, f"a run that ended {expected} (it is {run.status})")
+        schedule = self.get(run.schedule)
+        attempt = run.attempt + 1
+        retry_id = run_id_for(schedule.id, run.plan_time, attempt)
+        now = utcnow()
+        record = new_run(
+            schedule.id, schedule.task, run.plan_time, Trigger.MANUAL, now, retry_id, attempt
+        )
+        if not self.store.record_if_new(record):
+            raise StateConflict(
+                "run", run_id, f"the latest attempt of its occurrence (run {retry_id} followed it)"
+            )
+        change = self._change("retry")
+        self.store.note_action(schedule.id, schedule.name, change, now, run=retry_id, of=run_id)
+        self._send(
+            app, schedule, _payload(schedule), retry_id, run.plan_time, Trigger.MANUAL, "retry"
+        )
+        return self.run_info(retry_id)
 
     def backfill(
         self,
@@ -314,6 +464,10 @@ class Bridge:
                 continue
             self._send(app, schedule, payload, record["id"], plan, Trigger.BACKFILL, "backfill")
             sent.append(record["id"])
+        if sent:
+            range_ = {"from": first.isoformat(), "to": last.isoformat(), "runs": len(sent)}
+            change = self._change("backfill")
+            self.store.note_action(schedule.id, schedule.name, change, utcnow(), **range_)
         return Backfill(created=self._runs(sent), existing=len(plans) - len(sent))
 
     # -- reading -----------------------------------------------------------------
@@ -324,23 +478,174 @@ class Bridge:
     def list(self) -> builtins.list[Schedule]:
         return [Schedule.of(row) for row in self.store.all()]
 
+    def schedules(
+        self,
+        *,
+        prefix: str | None = None,
+        task: str | None = None,
+        enabled: bool | None = None,
+        paused: bool | None = None,
+        broken: bool | None = None,
+        label: str | None = None,
+        late: bool | None = None,
+        sort: str = "name",
+        cursor: str | None = None,
+        limit: int = PAGE_DEFAULT,
+        now: datetime | None = None,
+    ) -> Page[Schedule]:
+        """One page of schedules, filtered, by name or by next run, and the next page's cursor.
+
+        ``prefix`` keeps the names starting with it; ``late`` the enabled
+        schedules due for longer than ``bridge_default_grace`` (False: the
+        others). ``sort="next"`` lists the enabled schedules that have a next
+        run, soonest first. ``cursor`` is the ``next`` of the page before.
+        """
+        if sort not in SORTS:
+            raise ValidationError("sort", sort, " or ".join(SORTS))
+        limit = whole_number("limit", limit, high=paging.PAGE_MAX)
+        kinds: tuple[type, ...] = (datetime, int) if sort == "next" else (str,)
+        after = None if cursor is None else paging.decode(cursor, kinds)
+        for field, value in (("enabled", enabled), ("paused", paused), ("broken", broken)):
+            if value is not None and not isinstance(value, bool):
+                raise ValidationError(field, value, "true or false")
+        where = ScheduleFilter(
+            prefix=prefix,
+            task=task,
+            enabled=enabled,
+            paused=paused,
+            broken=broken,
+            label=None if label is None else check_label(label),
+            late_before=None if not late else (now or utcnow()) - self.grace,
+        )
+        if late is False:
+            raise ValidationError("late", late, "true, or left out")
+        rows = self.store.page(where, sort, after, limit + 1)
+        items = [Schedule.of(row) for row in rows[:limit]]
+        last = items[-1] if len(rows) > limit else None
+        key = (
+            None if last is None else ((last.nextrun, last.id) if sort == "next" else (last.name,))
+        )
+        return Page(items, None if key is None else paging.encode(key))
+
+    @property
+    def grace(self) -> timedelta:
+        """How long a schedule may be due before it counts as late."""
+        return timedelta(seconds=self.settings.default_grace)
+
+    def runs(
+        self,
+        name: str | None = None,
+        *,
+        status: str | Sequence[str] | None = None,
+        trigger: str | Sequence[str] | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+        cursor: str | None = None,
+        limit: int = PAGE_DEFAULT,
+    ) -> Page[Run]:
+        """One page of runs, newest occurrence first: of the schedule ``name``, or of every
+        schedule; filtered by status, trigger and a range of plan times (``since``
+        included, ``until`` not). ``cursor`` is the ``next`` of the page before."""
+        limit = whole_number("limit", limit, high=paging.PAGE_MAX)
+        after = None if cursor is None else paging.decode(cursor, (datetime, str))
+        where = RunFilter(
+            schedule_id=None if name is None else self.store.get(name).id,
+            statuses=_choices("status", status, [s.value for s in RunStatus]),
+            triggers=_choices("trigger", trigger, [t.value for t in Trigger]),
+            since=None if since is None else instant("since", since, optional=True),
+            until=None if until is None else instant("until", until, optional=True),
+        )
+        found = self.history_store.page(where, after, limit + 1)
+        items = [Run.of(run, schedule) for run, schedule in found[:limit]]
+        last = items[-1] if len(found) > limit else None
+        return Page(items, None if last is None else paging.encode((last.plan_time, last.id)))
+
+    def run_info(self, run_id: str) -> Run:
+        """One run, with its error and traceback; :class:`~bridge.errors.RunNotFound` if none."""
+        if not isinstance(run_id, str):
+            raise ValidationError("run", run_id, "a run id")
+        run, schedule = self.history_store.get(run_id)
+        return Run.of(run, schedule)
+
+    def stats(
+        self, name: str, window: str | float | timedelta = "1d", now: datetime | None = None
+    ) -> Stats:
+        """The schedule's runs planned in the last ``window`` (``'1h'``, ``'7d'``, seconds):
+        counts by status, success rate, durations and start delays (p50, p95, max)."""
+        span = duration("window", window)
+        until = now or utcnow()
+        schedule = self.get(name)
+        found = self.history_store.window(schedule.id, until - span, until, STATS_SAMPLE)
+        return Stats(
+            schedule=schedule.name,
+            window=span.total_seconds(),
+            since=until - span,
+            until=until,
+            counts=found.counts,
+            success_rate=success_rate(found.counts),
+            duration=spread(found.runtimes),
+            start_delay=spread(found.start_delays),
+            skipped=schedule.skipped_count,
+            missed=schedule.missed_count,
+            expired=schedule.expired_count,
+            totals={
+                RunStatus.SUCCESS.value: schedule.success_count,
+                RunStatus.FAILURE.value: schedule.failure_count,
+                RunStatus.REVOKED.value: schedule.revoked_count,
+                RunStatus.LOST.value: schedule.lost_count,
+            },
+        )
+
     def status(self, now: datetime | None = None) -> Status:
-        """The live beat instances, the due rows nobody holds and the worst lateness."""
+        """The beat instances and workers, the due rows nobody holds and the worst lateness."""
         now = now or utcnow()
         lease_start = now - timedelta(seconds=self.settings.lease_seconds)
         late = self.store.lateness(now, lease_start)
         return Status(
             instances=[Instance.of(row) for row in late.instances],
+            workers=[Worker.of(row) for row in late.workers],
             due_unclaimed=late.due_unclaimed,
             worst_lateness=(
                 None if late.oldest_due is None else (now - late.oldest_due).total_seconds()
             ),
+            now=now,
+            beat_timeout=self.settings.lease_seconds,
         )
+
+    def health(self, beat_timeout: float | None = None, now: datetime | None = None) -> Health:
+        """Whether a beat ticked within ``beat_timeout`` seconds (default: the lease, past
+        which its rows are taken over anyway) and the schema is the latest."""
+        revision, head = self.database.revisions()
+        if revision != head:
+            # The tables may not be there to read the instances from.
+            empty = Status([], [], 0, None, now or utcnow(), self.settings.lease_seconds)
+            return Health(revision, head, empty)
+        status = self.status(now)
+        if beat_timeout is not None:
+            status = replace(status, beat_timeout=seconds("beat_timeout", beat_timeout))
+        return Health(revision, head, status)
+
+    def overview(self, now: datetime | None = None) -> Overview:
+        """What the metrics show: the first ``bridge_metrics_max_schedules`` schedules by
+        name with their counters, and the totals of every schedule."""
+        late_before = (now or utcnow()) - self.grace
+        return self.overview_store.read(self.settings.metrics_max_schedules, late_before)
+
+    def audit(
+        self, name: str | None = None, *, cursor: str | None = None, limit: int = PAGE_DEFAULT
+    ) -> Page[AuditRecord]:
+        """The audit log, newest first: every change to the schedule ``name`` (deleted or
+        not), or to every schedule."""
+        limit = whole_number("limit", limit, high=paging.PAGE_MAX)
+        before = None if cursor is None else paging.decode(cursor, (int,))[0]
+        found = self.audit_store.trail(name, before, limit + 1)
+        items = [AuditRecord.of(entry) for entry in found[:limit]]
+        last = items[-1] if len(found) > limit else None
+        return Page(items, None if last is None else paging.encode((last.id,)))
 
     def history(self, name: str, limit: int = 20) -> builtins.list[Run]:
         """The schedule's runs, newest first."""
-        limit = whole_number("limit", limit)
-        return [Run.of(row) for row in self.store.history(name, limit)]
+        return self.runs(name, limit=whole_number("limit", limit, high=paging.PAGE_MAX)).items
 
     def forecast(self, name: str, count: int = 5, now: datetime | None = None) -> Forecast:
         """The next ``count`` runs beat will send for the schedule, as it will send them.
@@ -447,6 +752,19 @@ def _disabled_note(note: str | None, broken: bool) -> str:
     return f"paused: {note}" if note else "paused"
 
 
+def _choices(
+    field: str, given: str | Sequence[str] | None, allowed: Sequence[str]
+) -> tuple[str, ...]:
+    """A filter's values (one, a list, or a comma-separated text), each one of ``allowed``."""
+    if given is None:
+        return ()
+    values = given.split(",") if isinstance(given, str) else list(given)
+    for value in values:
+        if value not in allowed:
+            raise ValidationError(field, value, f"one of {', '.join(allowed)}")
+    return tuple(values)
+
+
 def _payload(schedule: Schedule) -> Payload:
     return Payload.decode(schedule.task, schedule.args, schedule.kwargs, schedule.options)
 
@@ -477,4 +795,15 @@ def _occurrences(
     return found
 
 
-__all__ = ["Backfill", "Bridge", "Instance", "Run", "Schedule", "Status"]
+__all__ = [
+    "AuditRecord",
+    "Backfill",
+    "Bridge",
+    "Instance",
+    "Page",
+    "Run",
+    "Schedule",
+    "Stats",
+    "Status",
+    "Worker",
+]

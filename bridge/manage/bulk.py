@@ -2,7 +2,7 @@
 
 A line is one JSON object with the fields of ``bridge add``: ``name``,
 ``task`` and ``timer`` (required), ``args``, ``kwargs``, ``timezone``,
-``queue``, ``options``, ``enabled``, ``anchor`` and every policy keyword of
+``queue``, ``options``, ``enabled``, ``anchor``, ``labels`` and every policy keyword of
 :class:`~bridge.policy.PolicyFields`. A line is a complete definition, not a
 patch: a field left out takes the default ``add`` gives it, so importing a
 file makes each schedule it names exactly what its line says.
@@ -30,6 +30,9 @@ occurrence to come (a one-shot in the past, an end that has passed). That is
 how a finished schedule exports, and it imports as a paused schedule with no
 next run, so that an export always imports again.
 
+Every schedule created or changed gets its entry in the audit log, in the
+batch's transaction, naming the importing user.
+
 Export writes what recreates each schedule and nothing of its runtime state
 (cursor, counters, notes, marks): the fields whose value differs from
 ``add``'s default, plus ``timezone`` always (the default depends on the app)
@@ -52,9 +55,11 @@ from typing import Any, NamedTuple
 from bridge.clock import utcnow
 from bridge.errors import ValidationError
 from bridge.manage.api import Bridge
+from bridge.rules.audit import AUDITED_COLUMNS, difference, snapshot
 from bridge.rules.definition import (
     Definition,
     build_definition,
+    check_labels,
     check_name,
     check_timer,
     next_in_bounds,
@@ -66,6 +71,7 @@ from bridge.rules.kinds import Source
 from bridge.rules.policy import POLICY_COLUMNS, POLICY_NAMES, Policies
 from bridge.rules.timers import Timer, format_duration
 from bridge.rules.values import json_or_text, required_instant
+from bridge.storage import audit
 from bridge.storage.bulk import Changes, RowValues, ScheduleImport, rows_by_name
 
 #: The fields a line may have besides the policies, in the order export writes them.
@@ -81,6 +87,7 @@ DEFINITION_FIELDS = (
     "options",
     "queue",
     "enabled",
+    "labels",
 )
 LINE_FIELDS = (*DEFINITION_FIELDS, *POLICY_NAMES)
 
@@ -104,6 +111,9 @@ _COMPARED = tuple(
 )
 #: What a new schedule has for the fields export leaves out when equal.
 _DEFAULTS: dict[str, Any] = {"args": [], "kwargs": {}, "options": {}, "enabled": True}
+#: The columns an import reads of an existing row: those it compares, and those the
+#: audit log shows before and after.
+_READ = tuple(dict.fromkeys((*_COMPARED, *AUDITED_COLUMNS)))
 
 
 # -- one line ---------------------------------------------------------------------
@@ -137,6 +147,7 @@ class Entry:
     timer: Timer
     #: The first occurrence after now for that timer (None: a disabled line with none to come).
     first: datetime | None
+    labels: tuple[str, ...] = ()
 
     def occurrence(self, anchor: datetime, now: datetime) -> datetime | None:
         """The first occurrence after ``now`` with the timer counted from ``anchor``."""
@@ -148,7 +159,7 @@ class Entry:
         )
 
     def new_row(self, now: datetime) -> dict[str, Any]:
-        """The ``periodic_task`` values ``add`` would write for this line."""
+        """The ``periodic_task`` values ``add`` would write for this line (without labels)."""
         return self.definition.new_row(
             self.name,
             anchor=self.anchor or now,
@@ -170,9 +181,12 @@ class Entry:
         # edit's rule: a new timer starts from now, anything else keeps the grid.
         anchor = self.anchor or (now if columns["timer"] != row["timer"] else row["anchor"])
         wanted = {**columns, "anchor": anchor, "enabled": self.enabled}
-        if all(row[key] == wanted[key] for key in _COMPARED):
+        relabelled = tuple(row.get("labels", ())) != self.labels
+        if all(row[key] == wanted[key] for key in _COMPARED) and not relabelled:
             return None
         changes: dict[str, Any] = {**columns, "updated_at": now}
+        if relabelled:
+            changes["labels"] = self.labels
         resumed = self.enabled and not row["enabled"]
         if resumed or retimes(row, wanted):
             first = self.occurrence(anchor, now)
@@ -218,9 +232,10 @@ def parse_line(text: Line, line: int, rules: Rules) -> Entry:
         policies={key: fields[key] for key in POLICY_NAMES if key in fields},
         known_tasks=rules.known_tasks,
     )
+    labels = check_labels(fields.get("labels") or ())
     given_timer = fields.get("timer")
     first = _first_occurrence(timer, definition.policies, enabled, rules.now, given_timer)
-    return Entry(line, name, definition, enabled, anchor, given_timer, timer, first)
+    return Entry(line, name, definition, enabled, anchor, given_timer, timer, first, labels)
 
 
 def _first_occurrence(
@@ -310,14 +325,14 @@ def import_schedules(
     default_timezone = bridge.default_timezone()
     known_tasks = None if allow_unknown_task else bridge.known_tasks()
     first_line: dict[str, int] = {}
-    writer = ScheduleImport(bridge.database, _COMPARED, all_or_nothing and not dry_run)
+    writer = ScheduleImport(bridge.database, _READ, all_or_nothing and not dry_run)
     with writer.begun():
         for batch in _batches(lines):
             now = utcnow()
             entries = _check(batch, Rules(now, default_timezone, known_tasks), report)
             entries = _first_of_each_name(entries, first_line, report)
             if entries:
-                plan = functools.partial(_plan, entries, now)
+                plan = functools.partial(_plan, entries, now, bridge.actor)
                 names = [entry.name for entry in entries]
                 changes = writer.batch(names, plan, write=not dry_run)
                 assert isinstance(changes, _Plan)
@@ -362,13 +377,19 @@ def _first_of_each_name(
     return kept
 
 
-def _plan(entries: Sequence[Entry], now: datetime, rows: Mapping[str, RowValues]) -> _Plan:
-    """What a batch of lines does to the rows of their names as they are now."""
+def _plan(
+    entries: Sequence[Entry], now: datetime, actor: str, rows: Mapping[str, RowValues]
+) -> _Plan:
+    """What a batch of lines does to the rows of their names as they are now, and the
+    audit entries of the changes, made by ``actor``."""
     plan = _Plan()
     for entry in entries:
         row = rows.get(entry.name)
         if row is None:
-            plan.creates.append(entry.new_row(now))
+            created = entry.new_row(now)
+            plan.creates.append({**created, "labels": entry.labels})
+            shown = {"note": None, **created}  # a new schedule has no note
+            plan.audit.append(_audit(actor, "create", now, entry.name, None, shown, entry.labels))
             continue
         try:
             changes = entry.changes(row, now)
@@ -379,7 +400,28 @@ def _plan(entries: Sequence[Entry], now: datetime, rows: Mapping[str, RowValues]
             plan.unchanged += 1
         else:
             plan.updates.append({"row_id": row["id"], **changes})
+            labels: Sequence[str] = changes["labels"] if "labels" in changes else row["labels"]
+            changed = {**row, **changes}
+            plan.audit.append(_audit(actor, "edit", now, entry.name, row, changed, labels))
     return plan
+
+
+def _audit(
+    actor: str,
+    action: str,
+    now: datetime,
+    name: str,
+    row: RowValues | None,
+    values: RowValues,
+    labels: Sequence[str],
+) -> dict[str, Any]:
+    """The audit entry of a line that created (``row`` None) or changed a schedule."""
+    after = snapshot(values, labels)
+    before: dict[str, Any] | None = None
+    if row is not None:
+        before, after = difference(snapshot(row, row["labels"]), after)
+    change = audit.Change(actor, action, "bridge import")
+    return audit.entry(change, now, None if row is None else row["id"], name, before, after)
 
 
 # -- export ---------------------------------------------------------------------------
@@ -403,6 +445,8 @@ def export_fields(row: RowValues) -> dict[str, Any]:
         value = row[key] if key == "enabled" else json_or_text(row[key])
         if value != _DEFAULTS[key]:
             line[key] = value
+    if row.get("labels"):
+        line["labels"] = list(row["labels"])
     defaults = Policies().columns()
     for name, column in POLICY_COLUMNS.items():
         value = row[column]

@@ -10,14 +10,23 @@ import functools
 import json
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 
 import click
 
 from bridge.errors import BridgeError, ValidationError
-from bridge.manage.api import MAX_FORECAST, NOTE_RUNNING_RUN, Bridge, Run, Schedule
+from bridge.manage.api import (
+    MAX_FORECAST,
+    NOTE_RUNNING_RUN,
+    PAGE_DEFAULT,
+    Bridge,
+    Run,
+    Schedule,
+    default_actor,
+)
 from bridge.manage.bulk import export_schedules, import_schedules
+from bridge.manage.fields import DEFINITION_HELP, POLICY_HELP
 from bridge.rules.decisions import Upcoming
 from bridge.rules.kinds import Trigger
 from bridge.rules.policy import POLICY_NAMES
@@ -30,7 +39,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _bridge(ctx: click.Context) -> Bridge:
     app = getattr(ctx.obj, "app", None)
-    return Bridge(app)
+    return Bridge(app, actor=default_actor("cli"))
 
 
 def fails_in_one_line(command: F) -> F:
@@ -63,10 +72,14 @@ def echo_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
 
 
-def state(schedule: Schedule) -> str:
+def state_text(schedule: Schedule) -> str:
     if schedule.broken:
         return "BROKEN"
     return "yes" if schedule.enabled else "paused"
+
+
+def labels_text(schedule: Schedule) -> str:
+    return ",".join(schedule.labels) or "-"
 
 
 def next_run_text(schedule: Schedule) -> str:
@@ -120,93 +133,32 @@ def with_options(options: Sequence[Callable[[F], F]], command: F) -> F:
 
 
 DEFINITION_OPTIONS = [
-    click.option("--task", help="Registered Celery task name."),
+    click.option("--task", help=DEFINITION_HELP["task"]),
+    click.option("--timer", help=DEFINITION_HELP["timer"]),
+    click.option("--args", metavar="JSON", help=DEFINITION_HELP["args"]),
+    click.option("--kwargs", metavar="JSON", help=DEFINITION_HELP["kwargs"]),
+    click.option("--timezone", help=DEFINITION_HELP["timezone"]),
+    click.option("--queue", help=DEFINITION_HELP["queue"]),
     click.option(
-        "--timer",
-        help="'*/5 * * * *', '@daily', 'every 30s', 'every 1h after completion', 'at <ISO time>'.",
+        "--labels",
+        metavar="A,B",
+        help=DEFINITION_HELP["labels"] + " edit replaces them; '' removes them.",
     ),
-    click.option("--args", metavar="JSON", help="Positional arguments, a JSON list."),
-    click.option("--kwargs", metavar="JSON", help="Keyword arguments, a JSON object."),
-    click.option("--timezone", help="IANA zone the timer is read in."),
-    click.option("--queue", help="Queue to send runs to."),
-    click.option(
-        "--options",
-        metavar="JSON",
-        help="apply_async options, a JSON object (queue, priority, expires, headers...).",
-    ),
+    click.option("--options", metavar="JSON", help=DEFINITION_HELP["options"]),
     click.option(
         "--allow-unknown-task",
         is_flag=True,
-        help="Accept a task name this app does not register (only the workers import it).",
+        help=DEFINITION_HELP["allow_unknown_task"] + " (Only the workers import it.)",
     ),
 ]
 
 
 def definition_options(command: F) -> F:
     """What the schedule runs and when, passed to the command as ``definition``."""
-    names = ("task", "timer", "args", "kwargs", "timezone", "queue", "options")
+    names = ("task", "timer", "args", "kwargs", "timezone", "queue", "labels", "options")
     return with_options(
         DEFINITION_OPTIONS, collected("definition", (*names, "allow_unknown_task"))(command)
     )
-
-
-#: Each policy option's metavar (its choices or format) and help (with its default).
-POLICY_HELP = {
-    "overlap": (
-        "skip|allow|buffer_one|replace",
-        "While a previous run is not final: skip it, allow both, buffer_one (start it when "
-        "the running one ends) or replace (revoke the running one). Default: skip.",
-    ),
-    "catchup": (
-        "latest|all|none",
-        "Occurrences missed while beat was down or the schedule paused: run the latest once, "
-        "all of them oldest first, or none. Default: latest.",
-    ),
-    "catchup_window": (
-        "DURATION|none",
-        "Missed occurrences older than this (e.g. 1h) are counted, not run. "
-        "Default: none (no limit).",
-    ),
-    "jitter": (
-        "DURATION",
-        "Delay each occurrence by up to this (e.g. 30s), an offset fixed per occurrence, "
-        "never past the next one. "
-        "Default: 0s.",
-    ),
-    "start": (
-        "TIME|none",
-        "No occurrence before this ISO-8601 time with offset (2026-12-01T09:00:00+01:00). "
-        "Default: none.",
-    ),
-    "end": (
-        "TIME|none",
-        "No occurrence after this ISO-8601 time with offset; the schedule then finishes. "
-        "Default: none.",
-    ),
-    "remaining": (
-        "N|none",
-        "Scheduled runs left before the schedule finishes. Default: none (unlimited).",
-    ),
-    "max_failures": (
-        "N|none",
-        "Consecutive failed scheduled runs that disable the schedule as broken. "
-        "Default: none (never).",
-    ),
-    "max_attempts": (
-        "N",
-        "Attempts of a failed occurrence, the first included. Default: 1 (no retry).",
-    ),
-    "backoff": (
-        "DELAYS|none",
-        "Waits between attempts: a list such as 30s,2m,10m (the last repeats) or 10s..10m "
-        "(doubling, capped). Default: none (retry at once).",
-    ),
-    "expires": (
-        "next|never|DURATION",
-        "When a sent run's message expires if no worker started it: at the following "
-        "occurrence, never, or after a duration such as 10m. Default: next.",
-    ),
-}
 
 
 def policy_options(command: F) -> F:
@@ -341,7 +293,7 @@ def edit(
     if not policies and set(definition) <= {"allow_unknown_task"}:
         raise click.UsageError(
             f"edit {name!r}: nothing to change; expected at least one of --task, --timer, "
-            "--args, --kwargs, --timezone, --queue, --options or a policy option"
+            "--args, --kwargs, --timezone, --queue, --labels, --options or a policy option"
         )
     api = _bridge(ctx)
     before = api.get(name)
@@ -350,27 +302,72 @@ def edit(
     click.echo(f"{done} {schedule.name}: next run {next_run_text(schedule)}")
 
 
+#: What ``ls --state`` shows, and the filter of :meth:`Bridge.schedules` it means.
+LS_STATES: dict[str, dict[str, bool]] = {
+    "enabled": {"enabled": True},
+    "paused": {"paused": True},
+    "broken": {"broken": True},
+    "late": {"late": True},
+}
+
+
 @bridge.command(name="ls")
+@click.option("--prefix", help="Only names starting with this.")
+@click.option("--task", help="Only schedules of this task.")
+@click.option("--label", help="Only schedules carrying this label.")
+@click.option("--state", metavar="|".join(LS_STATES), help="Only schedules in this state.")
+@click.option("--limit", type=WholeNumber(), help="At most this many (default: all).")
 @click.option("--json", "as_json", is_flag=True, help="ISO-8601 UTC JSON output.")
 @click.pass_context
 @fails_in_one_line
-def list_schedules(ctx: click.Context, as_json: bool) -> None:
-    """List the schedules."""
-    schedules = _bridge(ctx).list()
+def list_schedules(
+    ctx: click.Context,
+    prefix: str | None,
+    task: str | None,
+    label: str | None,
+    state: str | None,
+    limit: int | None,
+    as_json: bool,
+) -> None:
+    """List the schedules, by name."""
+    if state is not None and state not in LS_STATES:
+        raise ValidationError("state", state, f"one of {', '.join(LS_STATES)}")
+    wanted = LS_STATES[state] if state else {}
+    api = _bridge(ctx)
+    schedules: list[Schedule] = []
+    cursor = None
+    while limit is None or len(schedules) < limit:
+        size = PAGE_DEFAULT if limit is None else min(PAGE_DEFAULT * 10, limit - len(schedules))
+        page = api.schedules(
+            prefix=prefix,
+            task=task,
+            label=label,
+            enabled=wanted.get("enabled"),
+            paused=wanted.get("paused"),
+            broken=wanted.get("broken"),
+            late=wanted.get("late"),
+            cursor=cursor,
+            limit=size,
+        )
+        schedules.extend(page.items)
+        if page.next is None:
+            break
+        cursor = page.next
     if as_json:
         echo_json([s.to_json() for s in schedules])
         return
     echo_table(
-        ["NAME", "TASK", "TIMER", "ENABLED", "NEXT RUN", "LAST RUN", "STATUS", "NOTE"],
+        ["NAME", "TASK", "TIMER", "ENABLED", "NEXT RUN", "LAST RUN", "STATUS", "LABELS", "NOTE"],
         [
             [
                 s.name,
                 s.task,
                 s.timer,
-                state(s),
+                state_text(s),
                 next_run_text(s) if s.enabled else "-",
                 local(s.last_run_at),
                 s.last_status or "-",
+                labels_text(s),
                 s.note or "",
             ]
             for s in schedules
@@ -410,19 +407,32 @@ def _field_text(schedule: Schedule, key: str, value: Any) -> str:
     return json.dumps(value) if isinstance(value, list | dict) else str(value)
 
 
+def _one_or_label(name: str | None, label: str | None, command: str) -> None:
+    if (name is None) == (label is None):
+        raise click.UsageError(f"{command}: expected a NAME or --label LABEL (one of them)")
+
+
 @bridge.command()
-@click.argument("name")
+@click.argument("name", required=False)
+@click.option("--label", help="Pause every enabled schedule carrying this label instead.")
 @click.option("--note", help="Why it is paused; shown by ls and show.")
 @click.pass_context
 @fails_in_one_line
-def pause(ctx: click.Context, name: str, note: str | None) -> None:
-    """Stop firing a schedule until it is resumed."""
+def pause(ctx: click.Context, name: str | None, label: str | None, note: str | None) -> None:
+    """Stop firing a schedule (or every schedule with a label) until it is resumed."""
+    _one_or_label(name, label, "pause")
+    if label is not None:
+        paused = _bridge(ctx).pause_label(label, note)
+        click.echo(f"paused {len(paused)} schedule(s) labelled {label}")
+        return
+    assert name is not None
     _bridge(ctx).pause(name, note)
     click.echo(f"paused {name}")
 
 
 @bridge.command()
-@click.argument("name")
+@click.argument("name", required=False)
+@click.option("--label", help="Resume every paused or broken schedule carrying this label.")
 @click.option(
     "--from",
     "from_",
@@ -435,8 +445,14 @@ def pause(ctx: click.Context, name: str, note: str | None) -> None:
 )
 @click.pass_context
 @fails_in_one_line
-def resume(ctx: click.Context, name: str, from_: str) -> None:
+def resume(ctx: click.Context, name: str | None, label: str | None, from_: str) -> None:
     """Fire a paused or broken schedule again; clears its note, breaker and retries."""
+    _one_or_label(name, label, "resume")
+    if label is not None:
+        resumed = _bridge(ctx).resume_label(label, from_)
+        click.echo(f"resumed {len(resumed)} schedule(s) labelled {label}")
+        return
+    assert name is not None
     schedule = _bridge(ctx).resume(name, from_)
     click.echo(f"resumed {name}: next run {next_run_text(schedule)}")
 
@@ -513,19 +529,39 @@ def backfill(ctx: click.Context, name: str, start: str, end: str, overlap: str, 
 
 
 @bridge.command()
-@click.argument("name")
+@click.argument("name", required=False)
+@click.option("--status", metavar="S[,S]", help="Only runs with these statuses (SUCCESS,FAILURE).")
+@click.option(
+    "--trigger", metavar="T[,T]", help="Only runs with these triggers (scheduled,manual)."
+)
+@click.option("--since", metavar="TIME", help="Only runs planned at or after this ISO-8601 time.")
+@click.option("--until", metavar="TIME", help="Only runs planned before this ISO-8601 time.")
 @click.option("--limit", default=20, show_default=True, type=WholeNumber(), help="How many runs.")
 @click.option("--json", "as_json", is_flag=True, help="ISO-8601 UTC JSON output.")
 @click.pass_context
 @fails_in_one_line
-def history(ctx: click.Context, name: str, limit: int, as_json: bool) -> None:
-    """The runs of a schedule, newest first."""
-    runs = _bridge(ctx).history(name, limit)
+def history(
+    ctx: click.Context,
+    name: str | None,
+    status: str | None,
+    trigger: str | None,
+    since: str | None,
+    until: str | None,
+    limit: int,
+    as_json: bool,
+) -> None:
+    """The runs of a schedule (or of every schedule), newest first."""
+    runs = (
+        _bridge(ctx)
+        .runs(name, status=status, trigger=trigger, since=since, until=until, limit=limit)
+        .items
+    )
     if as_json:
         echo_json([r.to_json() for r in runs])
         return
     echo_table(
         [
+            *([] if name else ["SCHEDULE"]),
             "STATUS",
             "TRIGGER",
             "PLAN TIME",
@@ -536,8 +572,104 @@ def history(ctx: click.Context, name: str, limit: int, as_json: bool) -> None:
             "ERROR",
             "TASK ID",
         ],
-        [_history_row(r) for r in runs],
+        [[*([] if name else [r.schedule or "-"]), *_history_row(r)] for r in runs],
     )
+
+
+@bridge.command()
+@click.argument("run_id")
+@click.option(
+    "--terminate",
+    is_flag=True,
+    help="End the run with SIGTERM where it already executes (prefork pool); without it "
+    "an executing run finishes, unrecorded.",
+)
+@click.option("--note", help="Why; kept in the run's record and the audit log.")
+@click.pass_context
+@fails_in_one_line
+def cancel(ctx: click.Context, run_id: str, terminate: bool, note: str | None) -> None:
+    """Cancel a run that has not ended: recorded REVOKED and revoked on every worker."""
+    run = _bridge(ctx).cancel(run_id, terminate=terminate, note=note)
+    click.echo(f"cancelled run {run.id} of {run.schedule or '-'}: {run.status}")
+
+
+@bridge.command()
+@click.argument("run_id")
+@click.pass_context
+@fails_in_one_line
+def retry(ctx: click.Context, run_id: str) -> None:
+    """Send a run that ended FAILURE, LOST or REVOKED again, as its next attempt."""
+    run = _bridge(ctx).retry(run_id)
+    click.echo(f"sent {run.schedule}: attempt {run.attempt}, task id {run.id}")
+
+
+@bridge.command()
+@click.argument("name")
+@click.option("--window", default="1d", show_default=True, metavar="DURATION", help="How far back.")
+@click.option("--json", "as_json", is_flag=True, help="ISO-8601 UTC JSON output.")
+@click.pass_context
+@fails_in_one_line
+def stats(ctx: click.Context, name: str, window: str, as_json: bool) -> None:
+    """A schedule's runs over a window: counts, success rate, durations, lateness."""
+    figures = _bridge(ctx).stats(name, window)
+    if as_json:
+        echo_json(figures.to_json())
+        return
+    counts = ", ".join(f"{status} {count}" for status, count in sorted(figures.counts.items()))
+    rate = "-" if figures.success_rate is None else f"{figures.success_rate:.1%}"
+    click.echo(f"{name}: runs planned since {local(figures.since)} ({window})")
+    click.echo(f"  runs           {counts or 'none'}")
+    click.echo(f"  success rate   {rate}")
+    for title, spread in (("duration", figures.duration), ("start delay", figures.start_delay)):
+        click.echo(f"  {title:14} {_spread_text(spread)}")
+    totals = ", ".join(f"{status} {count}" for status, count in figures.totals.items())
+    click.echo(f"  since created  {totals}; skipped {figures.skipped}, missed {figures.missed}")
+
+
+def _spread_text(spread: dict[str, float | None]) -> str:
+    if not spread["count"]:
+        return "-"
+    return "  ".join(
+        f"{key} {value:.3f}s" for key in ("p50", "p95", "max") if (value := spread[key]) is not None
+    )
+
+
+@bridge.command()
+@click.argument("name", required=False)
+@click.option(
+    "--limit", default=20, show_default=True, type=WholeNumber(), help="How many entries."
+)
+@click.option("--json", "as_json", is_flag=True, help="ISO-8601 UTC JSON output.")
+@click.pass_context
+@fails_in_one_line
+def audit(ctx: click.Context, name: str | None, limit: int, as_json: bool) -> None:
+    """Who changed a schedule (or any schedule), when, and what, newest first."""
+    entries = _bridge(ctx).audit(name, limit=limit).items
+    if as_json:
+        echo_json([entry.to_json() for entry in entries])
+        return
+    rows = []
+    for entry in entries:
+        shown = entry.to_json()
+        change = shown["after"] or {}
+        before = shown["before"] or {}
+        what = ", ".join(
+            f"{key}: {json.dumps(before[key])} -> {json.dumps(value)}"
+            if key in before
+            else f"{key}: {json.dumps(value)}"
+            for key, value in change.items()
+        )
+        rows.append(
+            [
+                local(entry.at),
+                entry.actor,
+                entry.action,
+                entry.schedule_name,
+                entry.note or "",
+                what,
+            ]
+        )
+    echo_table(["AT", "WHO", "ACTION", "SCHEDULE", "NOTE", "CHANGES"], rows)
 
 
 def _history_row(run: Run) -> list[str]:
@@ -617,7 +749,6 @@ def status(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         echo_json(report.to_json())
         return
-    now = datetime.now(UTC)
     echo_table(
         ["INSTANCE", "HOST", "PID", "STARTED", "LAST TICK", "SENT"],
         [
@@ -626,7 +757,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
                 instance.host,
                 str(instance.pid),
                 local(instance.started_at),
-                f"{(now - instance.last_tick).total_seconds():.1f}s ago",
+                f"{report.age(instance.last_tick):.1f}s ago",
                 str(instance.sent),
             ]
             for instance in report.instances
@@ -634,9 +765,62 @@ def status(ctx: click.Context, as_json: bool) -> None:
     )
     if not report.instances:
         click.echo("no beat instance is ticking")
+    if report.workers:
+        click.echo("")
+        echo_table(
+            ["WORKER", "PID", "STARTED", "LAST SEEN"],
+            [
+                [w.name, str(w.pid), local(w.started_at), f"{report.age(w.last_seen):.1f}s ago"]
+                for w in report.workers
+            ],
+        )
     click.echo(f"due and unclaimed: {report.due_unclaimed}")
     lateness = report.worst_lateness
     click.echo(f"worst lateness: {'-' if lateness is None else f'{lateness:.1f}s'}")
+
+
+@bridge.command()
+@click.option(
+    "--beat-timeout",
+    type=float,
+    metavar="SECONDS",
+    help="How recent a beat's last tick must be (default: bridge_lease_seconds).",
+)
+@click.option("--json", "as_json", is_flag=True, help="JSON output.")
+@click.pass_context
+@fails_in_one_line
+def health(ctx: click.Context, beat_timeout: float | None, as_json: bool) -> None:
+    """Exit 0 when a beat ticks and the schema is the latest, 1 otherwise (a liveness probe)."""
+    report = _bridge(ctx).health(beat_timeout)
+    if as_json:
+        echo_json(report.to_json())
+    elif report.ok:
+        ages = [report.status.age(i.last_tick) for i in report.status.instances]
+        click.echo(f"ok: schema {report.revision}, a beat ticked {min(ages):.1f}s ago")
+    for problem in report.problems():
+        if not as_json:
+            click.echo(f"unhealthy: {problem}", err=True)
+    if not report.ok:
+        ctx.exit(1)
+
+
+@bridge.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8555, show_default=True, type=WholeNumber(65535), help="Port.")
+@click.option(
+    "--workers", default=1, show_default=True, type=WholeNumber(64), help="Server processes."
+)
+@click.pass_context
+@fails_in_one_line
+def serve(ctx: click.Context, host: str, port: int, workers: int) -> None:
+    """Serve the HTTP API, the dashboard, /metrics, /healthz and /readyz.
+
+    Without an API token configured it listens on a loopback address only.
+    """
+    from bridge.manage.web.server import serve as run_server
+
+    root = ctx.find_root()
+    run_server(_bridge(ctx), host, port, workers, app_path=root.params.get("app"))
 
 
 @bridge.command(name="import")

@@ -1,4 +1,4 @@
-"""Read-only views of schedules, runs and beat instances, as the API returns them.
+"""Read-only views of schedules, runs, instances and the audit log, as the API returns them.
 
 Frozen values copied from the table rows, so that they can be passed
 around, compared and turned into JSON (:meth:`to_json`: times in ISO-8601
@@ -8,15 +8,20 @@ UTC, the JSON columns decoded) without a database session.
 from __future__ import annotations
 
 import builtins
+import json
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-from typing import Any, Self
+from typing import Any, Generic, Self, TypeVar
 
 from bridge.rules.timers import parse_timer
 from bridge.rules.values import json_or_text
 
+T = TypeVar("T")
+
 
 def _iso(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return list(value)
     return value.astimezone(UTC).isoformat() if isinstance(value, datetime) else value
 
 
@@ -80,8 +85,16 @@ class Schedule(_View):
     skipped_count: int
     missed_count: int
     expired_count: int
+    success_count: int
+    failure_count: int
+    revoked_count: int
+    lost_count: int
+    runtime_total: float
+    last_success_at: datetime | None
+    last_failure_at: datetime | None
     worker: str | None
     marked: datetime | None
+    labels: tuple[str, ...] = ()
 
     @property
     def fixed_delay(self) -> bool:
@@ -98,9 +111,11 @@ class Schedule(_View):
 
 @dataclass(frozen=True)
 class Run(_View):
-    """One run, as recorded in ``task_execution``."""
+    """One run, as recorded in ``task_execution``, with its schedule's name."""
 
     id: str
+    schedule_id: int | None
+    schedule: str | None
     task: str
     plan_time: datetime | None
     attempt: int
@@ -115,6 +130,30 @@ class Run(_View):
     result: str | None
     error: str | None
     traceback: str | None
+
+    @classmethod
+    def of(cls, row: Any, schedule: str | None = None) -> Self:
+        """The run ``row`` of the schedule called ``schedule``."""
+        values = {
+            field.name: getattr(row, field.name)
+            for field in fields(cls)
+            if field.name not in ("schedule_id", "schedule")
+        }
+        return cls(schedule_id=row.periodic_task_id, schedule=schedule, **values)
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """One page of a listing, and the cursor of the next one (None: this is the last)."""
+
+    items: list[T]
+    next: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "items": [item.to_json() for item in self.items],  # type: ignore[attr-defined]
+            "next": self.next,
+        }
 
 
 @dataclass(frozen=True)
@@ -140,21 +179,157 @@ class Instance(_View):
 
 
 @dataclass(frozen=True)
+class Worker(_View):
+    """A Celery worker that records runs, from its heartbeat in ``worker_instance``."""
+
+    name: str
+    pid: int
+    started_at: datetime
+    last_seen: datetime
+
+
+@dataclass(frozen=True)
 class Status:
-    """What ``bridge status`` shows: who ticks, and how far behind the schedules are."""
+    """What ``bridge status`` shows: who ticks, who works, and how far behind the schedules are."""
 
     instances: builtins.list[Instance]
+    workers: builtins.list[Worker]
     #: Enabled schedules due now that no instance holds (or whose mark expired).
     due_unclaimed: int
     #: How long the most overdue enabled schedule has been due, in seconds (None: none is).
     worst_lateness: float | None
+    #: When this was read: the heartbeat ages count from it.
+    now: datetime
+    #: How recent a beat's last tick must be for it to count as alive, in seconds.
+    beat_timeout: float
+
+    @property
+    def alive(self) -> bool:
+        """Whether some beat instance ticked within ``beat_timeout``: the scheduler runs."""
+        return any(self.age(i.last_tick) <= self.beat_timeout for i in self.instances)
+
+    def age(self, moment: datetime) -> float:
+        """Seconds from ``moment`` to when this was read."""
+        return max(0.0, (self.now - moment).total_seconds())
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "instances": [instance.to_json() for instance in self.instances],
+            "alive": self.alive,
+            "instances": [
+                {**i.to_json(), "heartbeat_age": self.age(i.last_tick)} for i in self.instances
+            ],
+            "workers": [
+                {**w.to_json(), "heartbeat_age": self.age(w.last_seen)} for w in self.workers
+            ],
             "due_unclaimed": self.due_unclaimed,
             "worst_lateness": self.worst_lateness,
         }
 
 
-__all__ = ["Backfill", "Instance", "Run", "Schedule", "Status"]
+@dataclass(frozen=True)
+class Health:
+    """Whether the scheduler works: a beat ticks, and the schema is the one the code expects."""
+
+    #: The schema revision of the database (None: not migrated), and the code's latest.
+    revision: str | None
+    head: str
+    status: Status
+
+    @property
+    def schema_current(self) -> bool:
+        return self.revision == self.head
+
+    @property
+    def ok(self) -> bool:
+        return self.schema_current and self.status.alive
+
+    def problems(self) -> builtins.list[str]:
+        """What is wrong, one line each (empty: healthy)."""
+        found = []
+        if not self.schema_current:
+            found.append(
+                f"schema at {self.revision or 'nothing'}, expected {self.head}: "
+                "run `celery -A APP bridge migrate`"
+            )
+        if not self.status.alive:
+            ticks = [self.status.age(i.last_tick) for i in self.status.instances]
+            latest = f"the latest ticked {min(ticks):.1f}s ago" if ticks else "none is registered"
+            found.append(f"no beat instance ticked within {self.status.beat_timeout:g}s ({latest})")
+        return found
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "alive": self.status.alive,
+            "schema": {
+                "revision": self.revision,
+                "head": self.head,
+                "current": self.schema_current,
+            },
+            "problems": self.problems(),
+            "instances": self.status.to_json()["instances"],
+        }
+
+
+@dataclass(frozen=True)
+class Stats:
+    """A schedule's runs over a window: counts, success rate, durations and lateness.
+
+    ``counts`` and the figures come from the runs planned in the window;
+    the durations and start delays from its latest runs (see
+    :data:`bridge.manage.api.STATS_SAMPLE`). ``skipped`` and ``missed`` are
+    the schedule's counts since it was created.
+    """
+
+    schedule: str
+    window: float
+    since: datetime
+    until: datetime
+    counts: dict[str, int]
+    #: SUCCESS among the runs that ended SUCCESS, FAILURE or LOST (None: none did).
+    success_rate: float | None
+    duration: dict[str, float | None]
+    start_delay: dict[str, float | None]
+    skipped: int
+    missed: int
+    expired: int
+    totals: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        out = {field.name: _iso(getattr(self, field.name)) for field in fields(self)}
+        return out
+
+
+@dataclass(frozen=True)
+class AuditRecord(_View):
+    """One entry of the audit log: who changed which schedule, when, and how."""
+
+    id: int
+    at: datetime
+    actor: str
+    action: str
+    schedule_id: int | None
+    schedule_name: str
+    before: str | None
+    after: str | None
+    note: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        for key in ("before", "after"):
+            out[key] = None if out[key] is None else json.loads(out[key])
+        return out
+
+
+__all__ = [
+    "AuditRecord",
+    "Backfill",
+    "Health",
+    "Instance",
+    "Page",
+    "Run",
+    "Schedule",
+    "Stats",
+    "Status",
+    "Worker",
+]

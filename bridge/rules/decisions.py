@@ -537,6 +537,8 @@ class Outcome:
     attempt: int
     finished_at: datetime
     error: str | None = None
+    #: Seconds the run executed (None: it never started, or the worker did not say).
+    runtime: float | None = None
 
     @classmethod
     def of(cls, run: Any) -> Outcome:
@@ -553,6 +555,7 @@ class Outcome:
             attempt=value("attempt"),
             finished_at=value("finished_at") or value("updated_at"),
             error=value("error"),
+            runtime=value("runtime"),
         )
 
 

@@ -7,6 +7,7 @@ the value given and what is expected, before anything is written.
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
@@ -59,6 +60,44 @@ def check_name(name: Any) -> str:
 #: Unicode categories a name may not hold: controls, format marks, surrogates,
 #: unassigned code points and line or paragraph separators.
 _UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+#: The most labels one schedule carries, and the longest label.
+LABELS_MAX = 20
+LABEL_MAX = 64
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/=-]*")
+LABELS_EXPECTED = (
+    f"up to {LABELS_MAX} labels of 1 to {LABEL_MAX} letters, digits or _.:/=- "
+    "(starting with a letter or digit), as a list or separated by commas"
+)
+
+
+def check_labels(value: Any) -> tuple[str, ...]:
+    """Labels as stored: unique, sorted, each a short word that a URL, a shell and a
+    Prometheus label value carry as it is. A list, or one text separated by commas."""
+    given = value
+    if isinstance(value, str):
+        value = [part.strip() for part in value.split(",") if part.strip()]
+    if not isinstance(value, list | tuple | set | frozenset):
+        raise ValidationError("labels", given, LABELS_EXPECTED)
+    labels = set()
+    for label in value:
+        if not isinstance(label, str) or len(label) > LABEL_MAX or not _LABEL.fullmatch(label):
+            raise ValidationError("labels", given, LABELS_EXPECTED)
+        labels.add(label)
+    if len(labels) > LABELS_MAX:
+        raise ValidationError("labels", given, LABELS_EXPECTED)
+    return tuple(sorted(labels))
+
+
+def check_label(value: Any) -> str:
+    """One label, as a filter or a bulk change names it."""
+    labels = check_labels([value]) if isinstance(value, str) else ()
+    if len(labels) != 1:
+        raise ValidationError(
+            "label", value, f"a label of 1 to {LABEL_MAX} letters, digits or _.:/=-"
+        )
+    return labels[0]
 
 
 def check_timezone(zone: Any) -> str:

@@ -294,6 +294,13 @@ def _duration(field: str, optional: bool, allow_zero: bool = False) -> Any:
     return check
 
 
+def duration(field: str, value: Any) -> timedelta:
+    """A positive duration (``'30s'``, ``'1h30m'``, or seconds) of at most 3650 days."""
+    delta: timedelta | None = _duration(field, optional=False)(value)
+    assert delta is not None
+    return delta
+
+
 def _jitter(value: Any) -> timedelta:
     delta: timedelta | None = _duration("jitter", optional=True, allow_zero=True)(value)
     return delta or timedelta(0)

@@ -120,5 +120,5 @@ class Effects:
         """The end of a run the batch made final, for its schedule's settlement."""
         run = self.runs[run_id]
         columns = ("trigger", "plan_time", "attempt")
-        ended = {"finished_at": None, "error": None, **self.values[run_id]}
+        ended = {"finished_at": None, "error": None, "runtime": None, **self.values[run_id]}
         return Outcome.of({**{name: getattr(run, name) for name in columns}, **ended})

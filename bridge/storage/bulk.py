@@ -9,16 +9,16 @@ of change.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Any
 
-from sqlalchemy import Connection, Row, bindparam, insert, select, update
+from sqlalchemy import Connection, Row, bindparam, delete, insert, select, update
 
 from bridge.storage.database import Database, UniqueViolation
-from bridge.storage.models import PeriodicTask
+from bridge.storage.models import AuditEntry, PeriodicTask, ScheduleLabel
 
 _TABLE = PeriodicTask.__table__
 #: A ``periodic_task`` row's values by column name.
@@ -31,10 +31,17 @@ EXPORT_PAGE = 2000
 
 @dataclass
 class Changes:
-    """What one batch writes: new rows, and updates (each with the ``row_id`` it changes)."""
+    """What one batch writes: new rows, and updates (each with the ``row_id`` it changes).
+
+    A create or an update may carry ``labels``: the schedule's labels, written
+    to ``schedule_label`` in place of those it has. ``audit`` holds an entry of
+    the audit log per schedule created or changed (without its schedule id,
+    which the writer fills in from the schedule's name).
+    """
 
     creates: list[dict[str, Any]] = field(default_factory=list)
     updates: list[dict[str, Any]] = field(default_factory=list)
+    audit: list[dict[str, Any]] = field(default_factory=list)
 
 
 class ScheduleImport:
@@ -103,22 +110,74 @@ class ScheduleImport:
             yield connection
 
     def _rows(self, connection: Connection, names: Collection[str]) -> dict[str, RowValues]:
+        """The batch's rows by name, each with its ``labels`` (sorted)."""
         statement = select(_TABLE.c.id, _TABLE.c.name, *(_TABLE.c[c] for c in self.columns)).where(
             _TABLE.c.name.in_(list(names))
         )
-        return {row.name: row._mapping for row in connection.execute(statement)}
+        found = [dict(row._mapping) for row in connection.execute(statement)]
+        labels = _labels_of(connection, [row["id"] for row in found])
+        return {row["name"]: {**row, "labels": labels.get(row["id"], ())} for row in found}
+
+
+def _labels_of(connection: Connection, ids: Collection[int]) -> dict[int, tuple[str, ...]]:
+    found: dict[int, list[str]] = {}
+    if ids:
+        statement = (
+            select(ScheduleLabel.periodic_task_id, ScheduleLabel.label)
+            .where(ScheduleLabel.periodic_task_id.in_(list(ids)))
+            .order_by(ScheduleLabel.periodic_task_id, ScheduleLabel.label)
+        )
+        for schedule_id, label in connection.execute(statement):
+            found.setdefault(schedule_id, []).append(label)
+    return {schedule_id: tuple(labels) for schedule_id, labels in found.items()}
 
 
 def _write(connection: Connection, changes: Changes) -> None:
+    labels: dict[int, tuple[str, ...]] = {}
+    ids: dict[str, int] = {}
     if changes.creates:
-        connection.execute(insert(PeriodicTask), changes.creates)
+        given = {values["name"]: values.get("labels", ()) for values in changes.creates}
+        rows = [{k: v for k, v in values.items() if k != "labels"} for values in changes.creates]
+        created = connection.execute(
+            insert(PeriodicTask).returning(PeriodicTask.id, PeriodicTask.name), rows
+        )
+        for schedule_id, name in created:
+            ids[name] = schedule_id
+            labels[schedule_id] = given[name]
     # executemany needs one set of columns per statement: pauses, resumes and
     # retimings each write a few more than a change of definition. Rows are
     # locked in id order within each, so two imports of one file do not deadlock.
-    updates = sorted(changes.updates, key=lambda values: (_column_set(values), values["row_id"]))
+    updates = []
+    for values in changes.updates:
+        if "labels" in values:
+            labels[values["row_id"]] = values["labels"]
+        updates.append({k: v for k, v in values.items() if k != "labels"})
+    updates.sort(key=lambda values: (_column_set(values), values["row_id"]))
     for _columns, group in groupby(updates, key=_column_set):
         statement = update(PeriodicTask).where(PeriodicTask.id == bindparam("row_id"))
         connection.execute(statement, list(group))
+    _write_labels(connection, labels)
+    if changes.audit:
+        entries = [
+            {**entry, "schedule_id": entry.get("schedule_id") or ids.get(entry["schedule_name"])}
+            for entry in changes.audit
+        ]
+        connection.execute(insert(AuditEntry), entries)
+
+
+def _write_labels(connection: Connection, labels: dict[int, tuple[str, ...]]) -> None:
+    """Replace the labels of these schedules (their old ones go)."""
+    if not labels:
+        return
+    changed = sorted(labels)
+    connection.execute(delete(ScheduleLabel).where(ScheduleLabel.periodic_task_id.in_(changed)))
+    label_rows = [
+        {"periodic_task_id": schedule_id, "label": label}
+        for schedule_id in changed
+        for label in labels[schedule_id]
+    ]
+    if label_rows:
+        connection.execute(insert(ScheduleLabel), label_rows)
 
 
 def _column_set(values: Mapping[str, Any]) -> tuple[str, ...]:
@@ -134,13 +193,14 @@ def rows_by_name(database: Database, columns: Collection[str]) -> Iterator[RowVa
     transaction here takes the write lock, so it is read in short pages along
     the name index instead of one long transaction.
     """
-    chosen = select(*(_TABLE.c[c] for c in ("name", *columns)))
+    chosen = select(*(_TABLE.c[c] for c in ("id", "name", *columns)))
     if not database.is_sqlite:
         with database.engine.connect() as connection:
             result = connection.execution_options(yield_per=EXPORT_PAGE).execute(
                 chosen.order_by(_TABLE.c.name.collate("C"))
             )
-            yield from (row._mapping for row in result)
+            for partition in result.partitions():
+                yield from _labelled(database, partition)
         return
     last: str | None = None
     while True:
@@ -149,7 +209,15 @@ def rows_by_name(database: Database, columns: Collection[str]) -> Iterator[RowVa
             page = page.where(_TABLE.c.name > last)
         with database.engine.connect() as connection:
             rows: list[Row[Any]] = list(connection.execute(page))
-        yield from (row._mapping for row in rows)
+        yield from _labelled(database, rows)
         if len(rows) < EXPORT_PAGE:
             return
         last = rows[-1].name
+
+
+def _labelled(database: Database, rows: Sequence[Row[Any]]) -> Iterator[RowValues]:
+    """The rows' values, each with its ``labels``, read in one query for them all."""
+    with database.engine.connect() as connection:
+        labels = _labels_of(connection, [row.id for row in rows])
+    for row in rows:
+        yield {**row._mapping, "labels": labels.get(row.id, ())}

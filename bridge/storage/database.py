@@ -219,6 +219,14 @@ class Database:
             self._engine = None
             self._sessions = None
 
+    def _alembic_config(self) -> Any:
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", migrations_location())
+        config.set_main_option("sqlalchemy.url", self.url.replace("%", "%%"))
+        return config
+
     def migrate(self, revision: str = "head") -> None:
         """Upgrade the schema to ``revision``; safe to run again and concurrently.
 
@@ -226,16 +234,24 @@ class Database:
         SQLite's write lock) and each then finds the work already done.
         """
         from alembic import command
-        from alembic.config import Config
 
-        config = Config()
-        config.set_main_option("script_location", migrations_location())
-        config.set_main_option("sqlalchemy.url", self.url.replace("%", "%%"))
+        config = self._alembic_config()
         with self.engine.connect() as connection, connection.begin():
             if connection.dialect.name == "postgresql":
                 connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATE_LOCK_KEY})")
             config.attributes["connection"] = connection
             command.upgrade(config, revision)
+
+    def revisions(self) -> tuple[str | None, str]:
+        """The schema revision the database is at (None: never migrated), and the latest one
+        this version of the bridge ships."""
+        from alembic.runtime.migration import MigrationContext
+        from alembic.script import ScriptDirectory
+
+        head = ScriptDirectory.from_config(self._alembic_config()).get_current_head()
+        assert head is not None
+        with self.engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision(), head
 
     def is_migrated(self) -> bool:
         """Whether the bridge's tables exist (cheap enough for a startup check)."""

@@ -136,6 +136,47 @@ def _latest_scheduled(session: Session, row: PeriodicTask, state: State) -> str 
     )
 
 
+#: The column of ``periodic_task`` counting the runs that ended with each final status.
+COUNTER_OF = {
+    RunStatus.SUCCESS: "success_count",
+    RunStatus.FAILURE: "failure_count",
+    RunStatus.REVOKED: "revoked_count",
+    RunStatus.LOST: "lost_count",
+}
+
+
+def count_ended(
+    row: PeriodicTask, status: RunStatus, at: datetime, runtime: float | None = None
+) -> None:
+    """Count a run that ended on its schedule's ``row`` (locked by the caller): by status,
+    its runtime, and when the schedule last succeeded or failed."""
+    counter = COUNTER_OF[status]
+    setattr(row, counter, (getattr(row, counter) or 0) + 1)
+    if runtime:
+        row.runtime_total = (row.runtime_total or 0.0) + runtime
+    if status is RunStatus.SUCCESS:
+        row.last_success_at = at if row.last_success_at is None else max(row.last_success_at, at)
+    elif status in (RunStatus.FAILURE, RunStatus.LOST):
+        row.last_failure_at = at if row.last_failure_at is None else max(row.last_failure_at, at)
+
+
+def count_unsettled(
+    session: Session, schedule_ids: Sequence[int], status: RunStatus, at: datetime
+) -> None:
+    """Count runs that ended without a settlement (revoked, or not sent) on their schedules,
+    locked in id order like every other writer of schedule rows."""
+    rows = session.scalars(
+        select(PeriodicTask)
+        .where(PeriodicTask.id.in_(sorted(set(schedule_ids))))
+        .order_by(PeriodicTask.id)
+        .with_for_update()
+    )
+    by_id = {row.id: row for row in rows}
+    for schedule_id in schedule_ids:
+        if schedule_id in by_id:
+            count_ended(by_id[schedule_id], status, at)
+
+
 def settle_runs(session: Session, run_ids: Sequence[str], now: datetime) -> None:
     """Apply the consequences of runs that have just become final to their schedules.
 
@@ -157,6 +198,7 @@ def settle_runs(session: Session, run_ids: Sequence[str], now: datetime) -> None
             TaskExecution.finished_at,
             TaskExecution.updated_at,
             TaskExecution.error,
+            TaskExecution.runtime,
             PeriodicTask,
         )
         .join(PeriodicTask, PeriodicTask.id == TaskExecution.periodic_task_id)
@@ -173,6 +215,7 @@ def settle_run(
     session: Session, row: PeriodicTask, run_id: str, outcome: Outcome, now: datetime
 ) -> None:
     """Apply one run's final ``outcome`` to its schedule's ``row``, locked by the caller."""
+    count_ended(row, outcome.status, outcome.finished_at, outcome.runtime)
     try:
         state = state_of(row)
     except ValueError:

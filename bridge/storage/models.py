@@ -1,10 +1,12 @@
-"""The four tables of the bridge.
+"""The tables of the bridge.
 
 ``periodic_task`` (schedules) and ``task_execution`` (runs) are the
 project's contract: their names and the meaning of their columns are fixed
-(see ``docs/design.md``). ``beat_instance`` and ``worker_instance`` hold the
-heartbeats of beat instances and of workers. The Alembic revisions under
-``migrations/`` create exactly what is declared here.
+(see ``docs/design.md``). ``schedule_label`` holds each schedule's labels,
+``audit_log`` every change made to a schedule by an operator or a sync,
+and ``beat_instance`` and ``worker_instance`` the heartbeats of beat
+instances and of workers. The Alembic revisions under ``migrations/``
+create exactly what is declared here.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from sqlalchemy import (
     TypeDecorator,
     UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from bridge.rules.kinds import Source
 
@@ -130,11 +132,41 @@ class PeriodicTask(Base):
     missed_count: Mapped[int] = mapped_column(Integer, default=0)
     #: Runs whose message expired before a worker started them.
     expired_count: Mapped[int] = mapped_column(Integer, default=0)
+    #: Runs ended, by final status, whatever their trigger: kept on the row so that
+    #: the counts and the metrics read one row, and outlive pruned records.
+    success_count: Mapped[int] = mapped_column(Integer, default=0)
+    failure_count: Mapped[int] = mapped_column(Integer, default=0)
+    revoked_count: Mapped[int] = mapped_column(Integer, default=0)
+    lost_count: Mapped[int] = mapped_column(Integer, default=0)
+    #: Seconds the ended runs ran in all (those with a runtime).
+    runtime_total: Mapped[float] = mapped_column(Float, default=0.0)
+    #: When a run of the schedule last ended SUCCESS, and FAILURE or LOST.
+    last_success_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    last_failure_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+    #: The schedule's labels. Never loaded on its own (beat has no use for them): the
+    #: management side asks for them with the rows it reads.
+    label_rows: Mapped[list[ScheduleLabel]] = relationship(
+        lazy="raise",
+        cascade="all, delete-orphan",
+        passive_deletes=True,
+        order_by="ScheduleLabel.label",
+    )
 
     __table_args__ = (
         # The due query: enabled rows ordered by nextrun.
         Index("ix_periodic_task_due", "enabled", "nextrun"),
     )
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The labels, sorted (their rows must have been loaded with the schedule)."""
+        return tuple(row.label for row in self.label_rows)
+
+    @labels.setter
+    def labels(self, labels: tuple[str, ...]) -> None:
+        kept = {row.label: row for row in self.label_rows}
+        self.label_rows = [kept.get(label) or ScheduleLabel(label=label) for label in labels]
 
 
 class TaskExecution(Base):
@@ -173,6 +205,51 @@ class TaskExecution(Base):
         Index("ix_task_execution_schedule_status", "periodic_task_id", "status"),
         # The sweep for runs that went silent, whichever schedule they belong to.
         Index("ix_task_execution_status_updated", "status", "updated_at"),
+        # Runs of every schedule, newest first, a page at a time.
+        Index("ix_task_execution_plan_time_id", "plan_time", "id"),
+    )
+
+
+class ScheduleLabel(Base):
+    """One label of a schedule (``team:billing``, ``nightly``): what operators filter by."""
+
+    __tablename__ = "schedule_label"
+
+    periodic_task_id: Mapped[int] = mapped_column(
+        ForeignKey("periodic_task.id", ondelete="CASCADE"), primary_key=True
+    )
+    label: Mapped[str] = mapped_column(String(64), primary_key=True)
+
+    __table_args__ = (
+        # The schedules carrying a label.
+        Index("ix_schedule_label_label", "label", "periodic_task_id"),
+    )
+
+
+class AuditEntry(Base):
+    """One change to a schedule: who made it, when, and its fields before and after.
+
+    Kept without a foreign key, so that the entry of a deleted schedule stays.
+    """
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: Who or what made the change: ``cli:alice@host``, ``http:admin@10.0.0.7``, ...
+    actor: Mapped[str] = mapped_column(String(255))
+    #: ``create``, ``edit``, ``pause``, ``resume``, ``delete``, ``run``, ``cancel``, ...
+    action: Mapped[str] = mapped_column(String(32))
+    schedule_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    schedule_name: Mapped[str] = mapped_column(String(200))
+    #: JSON objects of the fields that changed, as they were and as they became.
+    before: Mapped[str | None] = mapped_column(Text, nullable=True)
+    after: Mapped[str | None] = mapped_column(Text, nullable=True)
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+    __table_args__ = (
+        # A schedule's trail, newest first.
+        Index("ix_audit_log_schedule_name_id", "schedule_name", "id"),
     )
 
 

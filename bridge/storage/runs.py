@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from bridge.rules.decisions import OpenRun
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
-from bridge.storage.lifecycle import settle_runs
+from bridge.storage.lifecycle import count_unsettled, settle_runs
 from bridge.storage.models import PeriodicTask, TaskExecution, UTCDateTime
 from bridge.storage.sql import among, insert_or_skip, is_postgres
 
@@ -110,21 +110,22 @@ def finish_runs(
     """
     if not run_ids:
         return []
-    finished = list(
-        session.scalars(
-            update(TaskExecution)
-            .where(
-                among(session, TaskExecution.id, run_ids),
-                TaskExecution.status.in_(NON_FINAL_STATUSES),
-            )
-            .values(status=status, finished_at=now, updated_at=now, error=reason)
-            .returning(TaskExecution.id)
-            .execution_options(synchronize_session=False)
+    finished = session.execute(
+        update(TaskExecution)
+        .where(
+            among(session, TaskExecution.id, run_ids),
+            TaskExecution.status.in_(NON_FINAL_STATUSES),
         )
-    )
+        .values(status=status, finished_at=now, updated_at=now, error=reason)
+        .returning(TaskExecution.id, TaskExecution.periodic_task_id)
+        .execution_options(synchronize_session=False)
+    ).all()
+    ids = [run_id for run_id, _ in finished]
     if status is RunStatus.LOST:
-        settle_runs(session, finished, now)
-    return finished
+        settle_runs(session, ids, now)
+    else:
+        count_unsettled(session, [sid for _, sid in finished if sid is not None], status, now)
+    return ids
 
 
 def mark_sent(session: Session, runs: Sequence[Sent], now: datetime) -> None:

@@ -12,18 +12,29 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import delete, func, or_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, Select, delete, func, or_, select, tuple_, update
+from sqlalchemy.orm import Session, selectinload
 
 from bridge.errors import DuplicateSchedule, ScheduleNotFound
+from bridge.rules.audit import difference, snapshot
 from bridge.rules.decisions import OpenRun
 from bridge.rules.kinds import RunStatus
 from bridge.storage import runs
+from bridge.storage.audit import Change, log
 from bridge.storage.database import Database, UniqueViolation
-from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution
+from bridge.storage.models import (
+    BeatInstance,
+    PeriodicTask,
+    ScheduleLabel,
+    TaskExecution,
+    WorkerInstance,
+)
 from bridge.storage.runs import Sent
+
+#: The orders a page of schedules can come in: by name, or by next run (enabled ones).
+SORTS = ("name", "next")
 
 
 @dataclass(frozen=True)
@@ -31,14 +42,73 @@ class Lateness:
     """How far behind the schedules are: what ``bridge status`` reports."""
 
     instances: list[BeatInstance]
+    workers: list[WorkerInstance]
     #: Enabled schedules due that no instance holds (or whose mark expired).
     due_unclaimed: int
     #: The earliest ``nextrun`` of an enabled schedule that is due (None: none is).
     oldest_due: datetime | None
 
 
+@dataclass(frozen=True)
+class ScheduleFilter:
+    """Which schedules a listing shows; None leaves a criterion out."""
+
+    #: Names starting with this text.
+    prefix: str | None = None
+    task: str | None = None
+    enabled: bool | None = None
+    #: Disabled but not broken (paused by someone, or finished).
+    paused: bool | None = None
+    broken: bool | None = None
+    label: str | None = None
+    #: Enabled and due before this instant: late by more than the grace.
+    late_before: datetime | None = None
+
+    def criteria(self) -> list[ColumnElement[bool]]:
+        """The conditions of the filter, for a ``WHERE`` on ``periodic_task``."""
+        table = PeriodicTask
+        criteria: list[ColumnElement[bool]] = []
+        if self.prefix:
+            # The range lets the name index start at the prefix; LIKE decides.
+            criteria += [
+                table.name >= self.prefix,
+                table.name.startswith(self.prefix, autoescape=True),
+            ]
+        if self.task is not None:
+            criteria.append(table.task == self.task)
+        if self.enabled is not None:
+            criteria.append(table.enabled.is_(self.enabled))
+        if self.paused is not None:
+            paused = ~table.enabled & ~table.broken
+            criteria.append(paused if self.paused else ~paused)
+        if self.broken is not None:
+            criteria.append(table.broken.is_(self.broken))
+        if self.label is not None:
+            criteria.append(
+                select(ScheduleLabel.periodic_task_id)
+                .where(
+                    ScheduleLabel.periodic_task_id == table.id, ScheduleLabel.label == self.label
+                )
+                .exists()
+            )
+        if self.late_before is not None:
+            criteria += [table.enabled.is_(True), table.nextrun < self.late_before]
+        return criteria
+
+
+@dataclass
+class Editing:
+    """A schedule being changed: its row, and its labels to write with it."""
+
+    row: PeriodicTask
+    labels: tuple[str, ...]
+
+
 class ScheduleStore:
-    """Schedules and their runs, for the management side, against one database."""
+    """Schedules and their runs, for the management side, against one database.
+
+    Every change writes its entry in the audit log in its own transaction.
+    """
 
     def __init__(self, database: Database) -> None:
         self.database = database
@@ -46,53 +116,114 @@ class ScheduleStore:
     # -- schedules ------------------------------------------------------------------
 
     def get(self, name: str) -> PeriodicTask:
-        """The schedule called ``name``; :class:`ScheduleNotFound` if there is none."""
+        """The schedule called ``name``, its labels loaded; :class:`ScheduleNotFound` if none."""
         with self.database.session() as session:
             return _by_name(session, name)
 
     def all(self) -> list[PeriodicTask]:
         """Every schedule, by name."""
         with self.database.session() as session:
-            return list(session.scalars(select(PeriodicTask).order_by(PeriodicTask.name)))
+            return list(
+                session.scalars(_with_labels(select(PeriodicTask).order_by(PeriodicTask.name)))
+            )
 
-    def insert(self, values: dict[str, Any]) -> PeriodicTask:
+    def page(
+        self, where: ScheduleFilter, sort: str, after: Sequence[Any] | None, limit: int
+    ) -> list[PeriodicTask]:
+        """Up to ``limit`` schedules matching ``where``, after the sort key ``after``.
+
+        ``sort`` is ``name`` (key: the name) or ``next`` (enabled schedules
+        with a next run, by it; key: next run and id). Either order is read
+        along an index, so a page costs the same at any depth.
+        """
+        statement = select(PeriodicTask).where(*where.criteria())
+        if sort == "next":
+            key = tuple_(PeriodicTask.nextrun, PeriodicTask.id)
+            statement = statement.where(PeriodicTask.enabled, PeriodicTask.nextrun.is_not(None))
+            statement = statement.order_by(PeriodicTask.nextrun, PeriodicTask.id)
+            if after is not None:
+                statement = statement.where(key > tuple_(*after))
+        else:
+            statement = statement.order_by(PeriodicTask.name)
+            if after is not None:
+                statement = statement.where(PeriodicTask.name > after[0])
+        with self.database.session() as session:
+            return list(session.scalars(_with_labels(statement.limit(limit))))
+
+    def names_with_label(self, label: str) -> list[str]:
+        """The names of the schedules carrying ``label``, in order."""
+        statement = (
+            select(PeriodicTask.name)
+            .join(ScheduleLabel, ScheduleLabel.periodic_task_id == PeriodicTask.id)
+            .where(ScheduleLabel.label == label)
+            .order_by(PeriodicTask.name)
+        )
+        with self.database.session() as session:
+            return list(session.scalars(statement))
+
+    def insert(self, values: dict[str, Any], labels: Sequence[str], change: Change) -> PeriodicTask:
         """Create a schedule; :class:`DuplicateSchedule` if its name is taken."""
         row = PeriodicTask(**values)
+        row.label_rows = [ScheduleLabel(label=label) for label in labels]
         try:
             with self.database.session() as session:
                 exists = select(PeriodicTask.id).where(PeriodicTask.name == row.name)
                 if session.scalar(exists):
                     raise DuplicateSchedule(row.name)
                 session.add(row)
+                session.flush()
+                log(session, change, row.updated_at, row.id, row.name, after=snapshot(row, labels))
         except UniqueViolation:
             raise DuplicateSchedule(row.name) from None
         return row
 
     @contextmanager
-    def changing(self, name: str) -> Iterator[PeriodicTask]:
-        """The schedule called ``name``, whose changes are written when the block ends
-        (and not at all if it raises)."""
-        with self.database.session() as session:
-            yield _by_name(session, name)
+    def changing(self, name: str, change: Change, *, always: bool = False) -> Iterator[Editing]:
+        """The schedule called ``name``, whose changes (row and labels) are written when the
+        block ends, and not at all if it raises.
 
-    def remove(self, name: str) -> None:
-        """Delete the schedule and, by cascade, its runs."""
+        The fields that changed go into the audit log, with ``change``; a block
+        that changed nothing logs nothing, unless ``always`` (an action on the
+        schedule, such as a run sent by hand, that changes no field).
+        """
         with self.database.session() as session:
-            _by_name(session, name)
-            session.execute(delete(PeriodicTask).where(PeriodicTask.name == name))
+            row = _by_name(session, name)
+            before = snapshot(row, row.labels)
+            editing = Editing(row, row.labels)
+            yield editing
+            if editing.labels != row.labels:
+                row.labels = editing.labels
+            old, new = difference(before, snapshot(row, editing.labels))
+            if old or new or always:
+                log(session, change, row.updated_at, row.id, row.name, old, new)
+
+    def remove(self, name: str, change: Change, now: datetime) -> None:
+        """Delete the schedule and, by cascade, its runs and labels."""
+        with self.database.session() as session:
+            row = _by_name(session, name)
+            log(session, change, now, row.id, name, before=snapshot(row, row.labels))
+            session.execute(delete(PeriodicTask).where(PeriodicTask.id == row.id))
+
+    def note_action(
+        self, schedule_id: int | None, name: str, change: Change, now: datetime, **after: Any
+    ) -> None:
+        """Log an action on a schedule that changes none of its fields (a backfill, a cancel)."""
+        with self.database.session() as session:
+            log(session, change, now, schedule_id, name, after=after or None)
 
     def lateness(self, now: datetime, lease_start: datetime) -> Lateness:
         """The live beat instances, the due rows nobody holds and the most overdue one."""
         due = (PeriodicTask.enabled, PeriodicTask.nextrun <= now)
         with self.database.session() as session:
             instances = session.scalars(select(BeatInstance).order_by(BeatInstance.started_at))
+            workers = list(session.scalars(select(WorkerInstance).order_by(WorkerInstance.name)))
             unclaimed = session.scalar(
                 select(func.count())
                 .select_from(PeriodicTask)
                 .where(*due, or_(PeriodicTask.worker.is_(None), PeriodicTask.marked < lease_start))
             )
             oldest = session.scalar(select(func.min(PeriodicTask.nextrun)).where(*due))
-            return Lateness(list(instances), unclaimed or 0, oldest)
+            return Lateness(list(instances), workers, unclaimed or 0, oldest)
 
     # -- runs -----------------------------------------------------------------------
 
@@ -119,14 +250,24 @@ class ScheduleStore:
         with self.database.session() as session:
             return runs.open_runs_of(session, [schedule_id]).get(schedule_id, [])
 
-    def record_manual_run(self, record: dict[str, Any], now: datetime) -> None:
+    def record_manual_run(
+        self, record: dict[str, Any], now: datetime, change: Change, schedule_name: str
+    ) -> None:
         """Record a run sent by hand (``PENDING``), and show it as its schedule's last run.
 
         Its counters, cursor and breaker are left alone: they count scheduled
-        occurrences only.
+        occurrences only. The audit log says who sent it.
         """
         with self.database.session() as session:
             session.add(TaskExecution(**record))
+            log(
+                session,
+                change,
+                now,
+                record["periodic_task_id"],
+                schedule_name,
+                after={"run": record["id"]},
+            )
             session.execute(
                 update(PeriodicTask)
                 .where(PeriodicTask.id == record["periodic_task_id"])
@@ -157,8 +298,15 @@ class ScheduleStore:
             runs.mark_sent(session, sent, now)
 
 
+_Statement = TypeVar("_Statement", bound=Select[*tuple[Any, ...]])
+
+
+def _with_labels(statement: _Statement) -> _Statement:
+    return statement.options(selectinload(PeriodicTask.label_rows))
+
+
 def _by_name(session: Session, name: str) -> PeriodicTask:
-    row = session.scalar(select(PeriodicTask).where(PeriodicTask.name == name))
+    row = session.scalar(_with_labels(select(PeriodicTask).where(PeriodicTask.name == name)))
     if row is None:
         raise ScheduleNotFound(name)
     return row

@@ -3,7 +3,9 @@
 Beat hands over the checked definition of each entry; this module upserts
 them in one transaction. Every statement is a compare-and-set, so several
 beats starting at once converge on the same table. Rows created through the
-API or the CLI are never touched.
+API or the CLI are never touched. What a sync creates, changes or disables
+goes into the audit log, in the same transaction: the config rows are read
+before and after, and each one that differs gets an entry.
 """
 
 from __future__ import annotations
@@ -14,14 +16,19 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, not_, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, selectinload
 
+from bridge.rules.audit import difference, snapshot
 from bridge.rules.definition import Definition
 from bridge.rules.edits import FRESH_STATE, MOVING_COLUMNS, TIMING_COLUMNS
 from bridge.rules.kinds import Source
+from bridge.storage.audit import Change, log
 from bridge.storage.database import Database
 from bridge.storage.models import PeriodicTask
 from bridge.storage.sql import insert_or_skip
+
+#: Who the audit log says made a sync's changes.
+SYNC_ACTOR = "beat_schedule sync"
 
 #: The note on a config row whose entry left ``beat_schedule``.
 REMOVED_NOTE = "disabled: removed from beat_schedule"
@@ -57,6 +64,7 @@ class ConfigSync:
         """
         report = SyncReport()
         with self.database.session() as session:
+            before = _config_rows(session)
             owners = dict(
                 session.execute(
                     select(PeriodicTask.name, PeriodicTask.source).where(
@@ -80,7 +88,36 @@ class ConfigSync:
                 .execution_options(synchronize_session=False)
             )
             report.removed = removed.rowcount  # type: ignore[attr-defined]
+            _log_changes(session, before, _config_rows(session), now)
         return report
+
+
+def _config_rows(session: Session) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Every config row's id and audited fields, by name, as the transaction sees them now."""
+    rows = session.scalars(
+        select(PeriodicTask)
+        .where(PeriodicTask.source == Source.CONFIG.value)
+        .options(selectinload(PeriodicTask.label_rows))
+        .execution_options(populate_existing=True)
+    )
+    return {row.name: (row.id, snapshot(row, row.labels)) for row in rows}
+
+
+def _log_changes(
+    session: Session,
+    before: Mapping[str, tuple[int, dict[str, Any]]],
+    after: Mapping[str, tuple[int, dict[str, Any]]],
+    now: datetime,
+) -> None:
+    """An audit entry for each config row the sync created or changed."""
+    for name, (row_id, fields) in after.items():
+        if name not in before:
+            log(session, Change(SYNC_ACTOR, "create"), now, row_id, name, after=fields)
+            continue
+        old, new = difference(before[name][1], fields)
+        if old or new:
+            action = "pause" if new.get("enabled") is False else "edit"
+            log(session, Change(SYNC_ACTOR, action), now, row_id, name, old, new)
 
 
 def _same(values: Mapping[str, Any]) -> ColumnElement[bool]:

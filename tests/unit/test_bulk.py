@@ -84,6 +84,7 @@ def test_every_field_of_add_is_read() -> None:
         max_attempts=4,
         backoff="30s,2m",
         expires="10m",
+        labels=["team:ops", "nightly", "team:ops"],
     )
     assert set(LINE_FIELDS) == {
         *POLICY_NAMES,
@@ -97,7 +98,9 @@ def test_every_field_of_add_is_read() -> None:
         "options",
         "queue",
         "enabled",
+        "labels",
     }
+    assert parsed.labels == ("nightly", "team:ops")
     definition = parsed.definition
     assert (definition.timer, definition.timezone) == ("every 1m30s", "Asia/Tokyo")
     assert parsed.anchor == datetime(2026, 11, 21, 9, tzinfo=UTC)
@@ -136,6 +139,8 @@ def test_every_field_of_add_is_read() -> None:
         ({"max_attempts": "none"}, "max_attempts", "none"),
         ({"end": "2026-11-01T00:00:00+00:00"}, "end", "2026-11-01T00:00:00+00:00"),
         ({"timr": "every 10s"}, "field", "timr"),
+        ({"labels": ["bad label"]}, "labels", ["bad label"]),
+        ({"labels": 5}, "labels", 5),
     ],
 )
 def test_a_bad_field_is_refused_naming_it(fields: dict[str, Any], field: str, value: Any) -> None:
@@ -311,6 +316,17 @@ def test_export_writes_each_field_as_a_line_does() -> None:
         "backoff": "10s..10m",
     }
     assert '"é": "ü"' in line
+
+
+def test_labels_are_compared_and_exported() -> None:
+    parsed = entry(labels="nightly,team:ops")
+    assert parsed.changes({**stored(parsed), "labels": ("nightly", "team:ops")}, LATER) is None
+    changes = parsed.changes({**stored(parsed), "labels": ("nightly",)}, LATER)
+    assert changes is not None and changes["labels"] == ("nightly", "team:ops")
+    assert export_fields({**stored(parsed), "labels": ("nightly", "team:ops")})["labels"] == [
+        "nightly",
+        "team:ops",
+    ]
 
 
 def test_a_row_broken_by_hand_still_exports_and_its_import_says_why() -> None:

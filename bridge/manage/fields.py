@@ -1,0 +1,79 @@
+"""What each field of a schedule means, in words: the help of the CLI's options and the
+descriptions of the HTTP API's fields, written once."""
+
+from __future__ import annotations
+
+#: Each policy option's metavar (its choices or format) and help (with its default).
+POLICY_HELP = {
+    "overlap": (
+        "skip|allow|buffer_one|replace",
+        "While a previous run is not final: skip it, allow both, buffer_one (start it when "
+        "the running one ends) or replace (revoke the running one). Default: skip.",
+    ),
+    "catchup": (
+        "latest|all|none",
+        "Occurrences missed while beat was down or the schedule paused: run the latest once, "
+        "all of them oldest first, or none. Default: latest.",
+    ),
+    "catchup_window": (
+        "DURATION|none",
+        "Missed occurrences older than this (e.g. 1h) are counted, not run. "
+        "Default: none (no limit).",
+    ),
+    "jitter": (
+        "DURATION",
+        "Delay each occurrence by up to this (e.g. 30s), an offset fixed per occurrence, "
+        "never past the next one. "
+        "Default: 0s.",
+    ),
+    "start": (
+        "TIME|none",
+        "No occurrence before this ISO-8601 time with offset (2026-12-01T09:00:00+01:00). "
+        "Default: none.",
+    ),
+    "end": (
+        "TIME|none",
+        "No occurrence after this ISO-8601 time with offset; the schedule then finishes. "
+        "Default: none.",
+    ),
+    "remaining": (
+        "N|none",
+        "Scheduled runs left before the schedule finishes. Default: none (unlimited).",
+    ),
+    "max_failures": (
+        "N|none",
+        "Consecutive failed scheduled runs that disable the schedule as broken. "
+        "Default: none (never).",
+    ),
+    "max_attempts": (
+        "N",
+        "Attempts of a failed occurrence, the first included. Default: 1 (no retry).",
+    ),
+    "backoff": (
+        "DELAYS|none",
+        "Waits between attempts: a list such as 30s,2m,10m (the last repeats) or 10s..10m "
+        "(doubling, capped). Default: none (retry at once).",
+    ),
+    "expires": (
+        "next|never|DURATION",
+        "When a sent run's message expires if no worker started it: at the following "
+        "occurrence, never, or after a duration such as 10m. Default: next.",
+    ),
+}
+
+
+#: The definition fields of a schedule besides the policies, and what each takes.
+DEFINITION_HELP = {
+    "name": "A unique name: 1 to 200 characters, no control characters, no spaces at either end.",
+    "task": "The registered Celery task name.",
+    "timer": "'*/5 * * * *', '@daily', 'every 30s', 'every 1h after completion', 'at <ISO time>'.",
+    "args": "Positional arguments, a JSON list.",
+    "kwargs": "Keyword arguments, a JSON object.",
+    "timezone": "The IANA zone the timer is read in. Default: the app's timezone, else UTC.",
+    "queue": "The queue to send runs to.",
+    "options": "apply_async options, a JSON object (queue, priority, expires, headers...).",
+    "labels": "Labels to filter and act on the schedule by: a list, or text separated by commas.",
+    "enabled": "false creates it paused. Default: true.",
+    "anchor": "Where an interval timer's grid starts (ISO-8601 with offset). Default: now.",
+    "allow_unknown_task": "Accept a task name this app does not register.",
+}

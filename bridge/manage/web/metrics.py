@@ -1,0 +1,189 @@
+"""Prometheus metrics of the schedules, read from the database at each scrape.
+
+Modelled on kube-state-metrics' CronJob series, which operators already
+alert on: per schedule (label ``schedule``) its definition as an info
+series, its next and last fire times, last success and failure, whether it
+is enabled, paused, broken or running, its runs by final status, skipped,
+missed and expired occurrences, and its consecutive failures. The
+per-schedule series cover the first ``bridge_metrics_max_schedules``
+schedules by name, so that a million schedules do not make a million
+series; the totals (``bridge_schedules``, ``bridge_runs_total``, ...) always
+cover all of them, and ``bridge_metrics_schedules_shown`` says how many
+got series of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
+from prometheus_client.registry import Collector
+
+from bridge.clock import utcnow
+from bridge.manage.api import Bridge
+from bridge.rules.kinds import RunStatus
+
+#: The counter column of each final status.
+_COUNTERS = {
+    RunStatus.SUCCESS: "success_count",
+    RunStatus.FAILURE: "failure_count",
+    RunStatus.REVOKED: "revoked_count",
+    RunStatus.LOST: "lost_count",
+}
+#: Open statuses that mean a worker has the run.
+_RUNNING = (RunStatus.RECEIVED.value, RunStatus.STARTED.value, RunStatus.RETRY.value)
+
+
+def registry_for(bridge: Bridge) -> CollectorRegistry:
+    """A registry of its own, holding only the bridge's collector."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ScheduleCollector(bridge))
+    return registry
+
+
+def _seconds(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+class ScheduleCollector(Collector):
+    """Reads the overview at each scrape and turns it into metric families."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+
+    def collect(self) -> Iterator[Any]:
+        now = utcnow()
+        seen = self.bridge.overview(now)
+        status = self.bridge.status(now)
+        yield from self._per_schedule(seen.schedules, seen.open_runs)
+        states = GaugeMetricFamily("bridge_schedules", "Schedules by state.", labels=["state"])
+        for state in ("enabled", "paused", "broken"):
+            states.add_metric([state], seen.counts[state])
+        states.add_metric(["late"], seen.late)
+        yield states
+        shown = GaugeMetricFamily(
+            "bridge_metrics_schedules_shown",
+            "Schedules with series of their own (at most bridge_metrics_max_schedules).",
+            value=len(seen.schedules),
+        )
+        yield shown
+        runs = CounterMetricFamily(
+            "bridge_runs", "Runs of every schedule ended, by final status.", labels=["status"]
+        )
+        for final, column in _COUNTERS.items():
+            runs.add_metric([final.value], seen.totals[column])
+        yield runs
+        for name, column, text in (
+            ("bridge_skipped", "skipped_count", "Occurrences skipped by overlap, all schedules."),
+            ("bridge_missed", "missed_count", "Occurrences missed outside catch-up windows."),
+            ("bridge_expired", "expired_count", "Runs whose message expired unstarted."),
+        ):
+            yield CounterMetricFamily(name, text, value=seen.totals[column])
+        open_runs = GaugeMetricFamily(
+            "bridge_open_runs", "Runs not yet final, by status.", labels=["status"]
+        )
+        for open_status, count in sorted(seen.open_totals.items()):
+            open_runs.add_metric([open_status], count)
+        yield open_runs
+        yield GaugeMetricFamily(
+            "bridge_up", "1 when a beat instance ticked within the lease.", value=status.alive
+        )
+        beats = GaugeMetricFamily(
+            "bridge_beat_heartbeat_age_seconds",
+            "Seconds since each beat instance's last tick.",
+            labels=["instance"],
+        )
+        for instance in status.instances:
+            beats.add_metric([instance.id], status.age(instance.last_tick))
+        yield beats
+        workers = GaugeMetricFamily(
+            "bridge_worker_heartbeat_age_seconds",
+            "Seconds since each worker's last heartbeat.",
+            labels=["worker"],
+        )
+        for worker in status.workers:
+            workers.add_metric([worker.name], status.age(worker.last_seen))
+        yield workers
+        yield GaugeMetricFamily(
+            "bridge_due_unclaimed",
+            "Enabled schedules due that no beat instance holds.",
+            value=status.due_unclaimed,
+        )
+        yield GaugeMetricFamily(
+            "bridge_worst_lateness_seconds",
+            "How long the most overdue enabled schedule has been due (0: none is).",
+            value=status.worst_lateness or 0.0,
+        )
+
+    def _per_schedule(
+        self, schedules: list[dict[str, Any]], open_runs: dict[int, dict[str, int]]
+    ) -> Iterator[Any]:
+        label = ["schedule"]
+        info = InfoMetricFamily("bridge_schedule", "A schedule's definition.", labels=label)
+        times = {
+            column: GaugeMetricFamily(
+                f"bridge_schedule_{name}_timestamp_seconds", text, labels=label
+            )
+            for column, name, text in (
+                ("nextrun", "next_run", "When the schedule is next due (UNIX time)."),
+                ("last_run_at", "last_run", "When a run of the schedule was last sent."),
+                ("last_success_at", "last_success", "When a run last ended SUCCESS."),
+                ("last_failure_at", "last_failure", "When a run last ended FAILURE or LOST."),
+            )
+        }
+        flags = {
+            name: GaugeMetricFamily(f"bridge_schedule_{name}", text, labels=label)
+            for name, text in (
+                ("enabled", "1 when the schedule fires."),
+                ("paused", "1 when the schedule is disabled but not broken."),
+                ("broken", "1 when the breaker disabled the schedule."),
+                ("running", "Runs of the schedule a worker has received or started."),
+                ("open_runs", "Runs of the schedule not yet final."),
+                ("consecutive_failures", "Failed occurrences in a row (the breaker's count)."),
+            )
+        }
+        runs = CounterMetricFamily(
+            "bridge_schedule_runs", "Runs ended, by final status.", labels=[*label, "status"]
+        )
+        counts = {
+            column: CounterMetricFamily(f"bridge_schedule_{name}", text, labels=label)
+            for column, name, text in (
+                ("skipped_count", "skipped", "Occurrences skipped by the overlap policy."),
+                ("missed_count", "missed", "Occurrences missed outside the catch-up window."),
+                ("expired_count", "expired", "Runs whose message expired before they started."),
+                ("runtime_total", "runtime_seconds", "Seconds the ended runs ran in all."),
+            )
+        }
+        for row in schedules:
+            name = [row["name"]]
+            info.add_metric(
+                name,
+                {key: str(row[key]) for key in ("task", "timer", "timezone", "overlap", "catchup")},
+            )
+            for column, family in times.items():
+                moment = _seconds(row[column])
+                if moment is not None:
+                    family.add_metric(name, moment)
+            opened = open_runs.get(row["id"], {})
+            paused = not row["enabled"] and not row["broken"]
+            for key, value in (
+                ("enabled", row["enabled"]),
+                ("paused", paused),
+                ("broken", row["broken"]),
+                ("running", sum(opened.get(status, 0) for status in _RUNNING)),
+                ("open_runs", sum(opened.values())),
+                ("consecutive_failures", row["failure_streak"]),
+            ):
+                flags[key].add_metric(name, float(value))
+            for final, column in _COUNTERS.items():
+                runs.add_metric([*name, final.value], row[column])
+            for column, counter in counts.items():
+                counter.add_metric(name, row[column])
+        yield info
+        yield from times.values()
+        yield from flags.values()
+        yield runs
+        yield from counts.values()

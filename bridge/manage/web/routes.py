@@ -1,0 +1,311 @@
+"""The REST API under ``/api/v1``: everything :class:`~bridge.manage.api.Bridge` does, over HTTP.
+
+Each endpoint is a thin call of one ``Bridge`` method, which checks its
+input and raises the bridge's errors; :mod:`bridge.manage.web.app` turns
+those into status codes (422 for a refused value, 404 for an unknown
+schedule or run, 409 for a state that forbids the action). Reads need the
+read or admin token, changes the admin token. Handlers are plain functions,
+run in the server's thread pool, since the database calls block.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from bridge.errors import ValidationError
+from bridge.manage.api import Bridge
+from bridge.manage.web import schemas
+from bridge.manage.web.security import ACTOR_HEADER, Access, access_of, actor
+
+router = APIRouter(prefix="/api/v1")
+#: Documents the bearer token in the OpenAPI document (and gives its page a sign-in box).
+_bearer = HTTPBearer(auto_error=False, description="The admin or the read token.")
+
+TRUE_WORDS = frozenset({"true", "1", "yes"})
+FALSE_WORDS = frozenset({"false", "0", "no"})
+
+
+class NotAllowed(Exception):
+    """The caller's token (or its absence) does not allow the request."""
+
+    def __init__(self, access: Access, needed: Access) -> None:
+        self.access = access
+        self.needed = needed
+        super().__init__(f"needs the {needed.name.lower()} token")
+
+
+def _bridge_for(request: Request, needed: Access, credentials: Any) -> Bridge:
+    bridge: Bridge = request.app.state.bridge
+    token = None if credentials is None else credentials.credentials
+    client = request.client.host if request.client else None
+    access = access_of(bridge.settings, token, client)
+    if access < needed:
+        raise NotAllowed(access, needed)
+    return bridge.acting_as(actor(access, client, request.headers.get(ACTOR_HEADER)))
+
+
+def reader(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Bridge:
+    """The bridge, for a caller allowed to read."""
+    return _bridge_for(request, Access.READ, credentials)
+
+
+def admin(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Bridge:
+    """The bridge, acting as the caller, for a caller allowed to change schedules."""
+    return _bridge_for(request, Access.ADMIN, credentials)
+
+
+Reader = Annotated[Bridge, Depends(reader)]
+Admin = Annotated[Bridge, Depends(admin)]
+Text = Annotated[str | None, Query()]
+
+
+def flag(field: str, value: str | None) -> bool | None:
+    """A query parameter that is true or false, or left out."""
+    if value is None:
+        return None
+    lowered = value.strip().lower()
+    if lowered in TRUE_WORDS | FALSE_WORDS:
+        return lowered in TRUE_WORDS
+    raise ValidationError(field, value, "true or false")
+
+
+# -- schedules ---------------------------------------------------------------------------
+
+
+@router.get("/schedules", tags=["schedules"])
+def list_schedules(
+    bridge: Reader,
+    prefix: Text = None,
+    task: Text = None,
+    enabled: Text = None,
+    paused: Text = None,
+    broken: Text = None,
+    label: Text = None,
+    late: Annotated[
+        str | None, Query(description="true: only schedules due for longer than the grace.")
+    ] = None,
+    sort: Annotated[str, Query(description="name, or next (next run, soonest first).")] = "name",
+    cursor: Annotated[str | None, Query(description="The next of the page before.")] = None,
+    limit: Annotated[str, Query(description="At most 1000.")] = "100",
+) -> dict[str, Any]:
+    """A page of schedules, filtered; ``next`` is the cursor of the following page."""
+    return bridge.schedules(
+        prefix=prefix,
+        task=task,
+        enabled=flag("enabled", enabled),
+        paused=flag("paused", paused),
+        broken=flag("broken", broken),
+        label=label,
+        late=flag("late", late) or None,
+        sort=sort,
+        cursor=cursor,
+        limit=limit,  # type: ignore[arg-type]  # the API checks and converts it
+    ).to_json()
+
+
+@router.post("/schedules", status_code=201, tags=["schedules"])
+def create_schedule(bridge: Admin, body: schemas.ScheduleCreate) -> dict[str, Any]:  # type: ignore[valid-type]
+    """Create a schedule (the fields of ``bridge add``)."""
+    fields = body.given()  # type: ignore[attr-defined]
+    return bridge.add(fields.pop("name"), **fields).to_json()
+
+
+@router.get("/schedules/{name:path}/next", tags=["schedules"])
+def next_runs(
+    bridge: Reader, name: str, count: Annotated[str, Query(description="At most 1000.")] = "5"
+) -> dict[str, Any]:
+    """When beat will send the next runs, as ``bridge next`` says."""
+    outlook = bridge.forecast(name, count)  # type: ignore[arg-type]
+    return {
+        "runs": [
+            {
+                "fire_at": run.fire_at.isoformat(),
+                "occurrence": run.occurrence.isoformat(),
+                "latest": run.latest.isoformat(),
+                "trigger": run.trigger.value,
+                "attempt": run.attempt,
+                "after_previous": run.after_previous,
+            }
+            for run in outlook.runs
+        ],
+        "end": outlook.end,
+    }
+
+
+@router.get("/schedules/{name:path}/runs", tags=["runs"])
+def schedule_runs(
+    bridge: Reader,
+    name: str,
+    status: Text = None,
+    trigger: Text = None,
+    since: Text = None,
+    until: Text = None,
+    cursor: Text = None,
+    limit: str = "100",
+) -> dict[str, Any]:
+    """A page of the schedule's runs, newest occurrence first."""
+    return bridge.runs(
+        name,
+        status=status,
+        trigger=trigger,
+        since=since,
+        until=until,
+        cursor=cursor,
+        limit=limit,  # type: ignore[arg-type]
+    ).to_json()
+
+
+@router.get("/schedules/{name:path}/stats", tags=["schedules"])
+def schedule_stats(
+    bridge: Reader,
+    name: str,
+    window: Annotated[str, Query(description="How far back: 1h, 1d, 7d...")] = "1d",
+) -> dict[str, Any]:
+    """Counts by status, success rate, durations and start delays over a window."""
+    return bridge.stats(name, window).to_json()
+
+
+@router.get("/schedules/{name:path}/audit", tags=["audit"])
+def schedule_audit(
+    bridge: Reader, name: str, cursor: Text = None, limit: str = "100"
+) -> dict[str, Any]:
+    """Who changed the schedule, when and how, newest first."""
+    return bridge.audit(name, cursor=cursor, limit=limit).to_json()  # type: ignore[arg-type]
+
+
+@router.post("/schedules/{name:path}/pause", tags=["schedules"])
+def pause(bridge: Admin, name: str, body: schemas.Pause | None = None) -> dict[str, Any]:
+    """Stop firing the schedule until it is resumed, with a note saying why."""
+    return bridge.pause(name, None if body is None else body.note).to_json()
+
+
+@router.post("/schedules/{name:path}/resume", tags=["schedules"])
+def resume(bridge: Admin, name: str, body: schemas.Resume | None = None) -> dict[str, Any]:
+    """Fire the schedule again, from now or catching up what it missed."""
+    return bridge.resume(name, "now" if body is None else body.from_).to_json()
+
+
+@router.post("/schedules/{name:path}/run", status_code=201, tags=["runs"])
+def run_now(bridge: Admin, name: str, body: schemas.ManualRun | None = None) -> dict[str, Any]:
+    """Send a run now (``trigger=manual``), whatever the timer says."""
+    return bridge.run(name, None if body is None else body.overlap).to_json()
+
+
+@router.post("/schedules/{name:path}/backfill", status_code=201, tags=["runs"])
+def backfill(bridge: Admin, name: str, body: schemas.Backfill) -> dict[str, Any]:
+    """Send the timer's occurrences in a past range, once each."""
+    done = bridge.backfill(name, body.from_, body.to, overlap=body.overlap, limit=body.limit)
+    return {"created": [run.to_json() for run in done.created], "existing": done.existing}
+
+
+@router.get("/schedules/{name:path}", tags=["schedules"])
+def get_schedule(bridge: Reader, name: str) -> dict[str, Any]:
+    """Every field of the schedule."""
+    return bridge.get(name).to_json()
+
+
+@router.patch("/schedules/{name:path}", tags=["schedules"])
+def edit_schedule(bridge: Admin, name: str, body: schemas.ScheduleEdit) -> dict[str, Any]:  # type: ignore[valid-type]
+    """Change the fields given (those of ``bridge edit``); the others keep their values."""
+    fields = body.given()  # type: ignore[attr-defined]
+    if not fields:
+        raise ValidationError("body", {}, "at least one field to change")
+    return bridge.edit(name, **fields).to_json()
+
+
+@router.delete("/schedules/{name:path}", status_code=204, tags=["schedules"])
+def delete_schedule(bridge: Admin, name: str) -> Response:
+    """Delete the schedule and its run history (its audit trail stays)."""
+    bridge.remove(name)
+    return Response(status_code=204)
+
+
+# -- labels ------------------------------------------------------------------------------
+
+
+@router.post("/labels/{label}/pause", tags=["schedules"])
+def pause_label(bridge: Admin, label: str, body: schemas.Pause | None = None) -> dict[str, Any]:
+    """Pause every enabled schedule carrying the label."""
+    paused = bridge.pause_label(label, None if body is None else body.note)
+    return {"schedules": [schedule.name for schedule in paused]}
+
+
+@router.post("/labels/{label}/resume", tags=["schedules"])
+def resume_label(bridge: Admin, label: str, body: schemas.Resume | None = None) -> dict[str, Any]:
+    """Resume every paused or broken schedule carrying the label."""
+    resumed = bridge.resume_label(label, "now" if body is None else body.from_)
+    return {"schedules": [schedule.name for schedule in resumed]}
+
+
+# -- runs --------------------------------------------------------------------------------
+
+
+@router.get("/runs", tags=["runs"])
+def list_runs(
+    bridge: Reader,
+    schedule: Text = None,
+    status: Annotated[str | None, Query(description="Statuses, separated by commas.")] = None,
+    trigger: Annotated[str | None, Query(description="Triggers, separated by commas.")] = None,
+    since: Annotated[str | None, Query(description="Planned at or after (ISO-8601).")] = None,
+    until: Annotated[str | None, Query(description="Planned before (ISO-8601).")] = None,
+    cursor: Text = None,
+    limit: str = "100",
+) -> dict[str, Any]:
+    """A page of the runs of every schedule (or of one), newest occurrence first."""
+    return bridge.runs(
+        schedule,
+        status=status,
+        trigger=trigger,
+        since=since,
+        until=until,
+        cursor=cursor,
+        limit=limit,  # type: ignore[arg-type]
+    ).to_json()
+
+
+@router.get("/runs/{run_id}", tags=["runs"])
+def get_run(bridge: Reader, run_id: str) -> dict[str, Any]:
+    """One run, with its result, error and traceback."""
+    return bridge.run_info(run_id).to_json()
+
+
+@router.post("/runs/{run_id}/cancel", tags=["runs"])
+def cancel_run(bridge: Admin, run_id: str, body: schemas.Cancel | None = None) -> dict[str, Any]:
+    """Cancel a run that has not ended: recorded REVOKED with the reason, revoked on the
+    workers, and terminated where it executes if asked."""
+    given = body or schemas.Cancel()
+    if not isinstance(given.terminate, bool):
+        raise ValidationError("terminate", given.terminate, "true or false")
+    return bridge.cancel(run_id, terminate=given.terminate, note=given.note).to_json()
+
+
+@router.post("/runs/{run_id}/retry", status_code=201, tags=["runs"])
+def retry_run(bridge: Admin, run_id: str) -> dict[str, Any]:
+    """Send a failed, lost or revoked run again, as the next attempt of its occurrence."""
+    return bridge.retry(run_id).to_json()
+
+
+# -- the scheduler -----------------------------------------------------------------------
+
+
+@router.get("/instances", tags=["scheduler"])
+def instances(bridge: Reader) -> dict[str, Any]:
+    """Beats and workers with their heartbeat age, and whether a beat is alive."""
+    return bridge.status().to_json()
+
+
+@router.get("/audit", tags=["audit"])
+def audit(
+    bridge: Reader, schedule: Text = None, cursor: Text = None, limit: str = "100"
+) -> dict[str, Any]:
+    """Every change to every schedule (or to one), newest first."""
+    return bridge.audit(schedule, cursor=cursor, limit=limit).to_json()  # type: ignore[arg-type]

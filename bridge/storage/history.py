@@ -1,0 +1,156 @@
+"""Reading runs: pages of a schedule's runs or of every schedule's, one run, and the figures
+of a schedule's runs over a window.
+
+Pages are read newest first along an index (``plan_time, id`` across
+schedules; the occurrence key within one), so the thousandth page costs
+what the first does, with ten million records in the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, func, select, tuple_
+from sqlalchemy.orm import Session
+
+from bridge.errors import RunNotFound
+from bridge.rules.kinds import NON_FINAL_STATUSES
+from bridge.storage.database import Database
+from bridge.storage.models import PeriodicTask, TaskExecution
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs a listing shows; None or empty leaves a criterion out."""
+
+    schedule_id: int | None = None
+    statuses: tuple[str, ...] = ()
+    triggers: tuple[str, ...] = ()
+    #: Runs planned at or after this instant, and before ``until``.
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def criteria(self) -> list[ColumnElement[bool]]:
+        """The conditions of the filter, for a ``WHERE`` on ``task_execution``."""
+        criteria: list[ColumnElement[bool]] = [TaskExecution.plan_time.is_not(None)]
+        if self.schedule_id is not None:
+            criteria.append(TaskExecution.periodic_task_id == self.schedule_id)
+        if self.statuses:
+            criteria.append(TaskExecution.status.in_(self.statuses))
+        if self.triggers:
+            criteria.append(TaskExecution.trigger.in_(self.triggers))
+        if self.since is not None:
+            criteria.append(TaskExecution.plan_time >= self.since)
+        if self.until is not None:
+            criteria.append(TaskExecution.plan_time < self.until)
+        return criteria
+
+
+@dataclass(frozen=True)
+class Window:
+    """A schedule's runs planned in a window, as the statistics need them."""
+
+    #: Runs by status.
+    counts: dict[str, int]
+    #: Seconds each run ran, of the latest runs that have a runtime.
+    runtimes: list[float]
+    #: Seconds from each occurrence to its run's start, of the latest started runs.
+    start_delays: list[float]
+
+
+class HistoryStore:
+    """The runs of the schedules, for the management side."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    def page(
+        self, where: RunFilter, after: Sequence[Any] | None, limit: int
+    ) -> list[tuple[TaskExecution, str | None]]:
+        """Up to ``limit`` runs matching ``where``, newest occurrence first, each with its
+        schedule's name; after the key (plan time, id) ``after`` of the previous page."""
+        statement = (
+            select(TaskExecution, PeriodicTask.name)
+            .outerjoin(PeriodicTask, PeriodicTask.id == TaskExecution.periodic_task_id)
+            .where(*where.criteria())
+        )
+        if after is not None:
+            statement = statement.where(
+                tuple_(TaskExecution.plan_time, TaskExecution.id) < tuple_(*after)
+            )
+        statement = statement.order_by(
+            TaskExecution.plan_time.desc(), TaskExecution.id.desc()
+        ).limit(limit)
+        with self.database.session() as session:
+            return [(run, name) for run, name in session.execute(statement).all()]
+
+    def get(self, run_id: str) -> tuple[TaskExecution, str | None]:
+        """The run ``run_id`` and its schedule's name; :class:`RunNotFound` if none."""
+        with self.database.session() as session:
+            return _run(session, run_id)
+
+    def window(self, schedule_id: int, since: datetime, until: datetime, cap: int) -> Window:
+        """The runs of a schedule planned in ``[since, until)``: counted by status, and the
+        runtimes and start delays of the latest ``cap`` of them."""
+        in_window = (
+            TaskExecution.periodic_task_id == schedule_id,
+            TaskExecution.plan_time >= since,
+            TaskExecution.plan_time < until,
+        )
+        latest = (
+            select(
+                TaskExecution.runtime,
+                TaskExecution.started_at,
+                TaskExecution.plan_time,
+            )
+            .where(*in_window)
+            .order_by(TaskExecution.plan_time.desc())
+            .limit(cap)
+        )
+        with self.database.session() as session:
+            counts = session.execute(
+                select(TaskExecution.status, func.count())
+                .where(*in_window)
+                .group_by(TaskExecution.status)
+            ).all()
+            rows = session.execute(latest).all()
+        return Window(
+            counts={status: count for status, count in counts},  # noqa: C416 - rows, not pairs
+            runtimes=[row.runtime for row in rows if row.runtime is not None],
+            start_delays=[
+                (row.started_at - row.plan_time).total_seconds()
+                for row in rows
+                if row.started_at is not None
+            ],
+        )
+
+    def open_counts(self, schedule_ids: Sequence[int]) -> dict[int, dict[str, int]]:
+        """Per schedule, its open runs counted by status."""
+        statement = (
+            select(TaskExecution.periodic_task_id, TaskExecution.status, func.count())
+            .where(
+                TaskExecution.status.in_(NON_FINAL_STATUSES),
+                TaskExecution.periodic_task_id.in_(list(schedule_ids)),
+            )
+            .group_by(TaskExecution.periodic_task_id, TaskExecution.status)
+        )
+        found: dict[int, dict[str, int]] = {}
+        with self.database.session() as session:
+            for schedule_id, status, count in session.execute(statement).all():
+                if schedule_id is not None:
+                    found.setdefault(schedule_id, {})[status] = count
+        return found
+
+
+def _run(session: Session, run_id: str) -> tuple[TaskExecution, str | None]:
+    found = session.execute(
+        select(TaskExecution, PeriodicTask.name)
+        .outerjoin(PeriodicTask, PeriodicTask.id == TaskExecution.periodic_task_id)
+        .where(TaskExecution.id == run_id)
+    ).first()
+    if found is None:
+        raise RunNotFound(run_id)
+    return found[0], found[1]

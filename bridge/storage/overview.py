@@ -1,0 +1,123 @@
+"""What a scrape of ``/metrics`` reads: every schedule's counters in one pass, capped.
+
+A few statements whatever the table holds: the first ``cap`` schedules by
+name with the columns the per-schedule series show (their counters live on
+the row, so no run record is counted), their open runs, the schedules
+counted by state and their counters summed over the whole table, and the
+heartbeats of beats and workers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+
+from bridge.rules.kinds import NON_FINAL_STATUSES
+from bridge.storage.database import Database
+from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution, WorkerInstance
+
+#: The columns of each schedule a scrape shows.
+SCHEDULE_COLUMNS = (
+    "id",
+    "name",
+    "task",
+    "timer",
+    "timezone",
+    "overlap",
+    "catchup",
+    "enabled",
+    "broken",
+    "nextrun",
+    "last_run_at",
+    "last_success_at",
+    "last_failure_at",
+    "failure_streak",
+    "success_count",
+    "failure_count",
+    "revoked_count",
+    "lost_count",
+    "skipped_count",
+    "missed_count",
+    "expired_count",
+    "runtime_total",
+)
+#: The counters summed over every schedule.
+SUMMED = (
+    "success_count",
+    "failure_count",
+    "revoked_count",
+    "lost_count",
+    "skipped_count",
+    "missed_count",
+    "expired_count",
+)
+
+
+@dataclass(frozen=True)
+class Overview:
+    """Everything one scrape shows."""
+
+    #: The first schedules by name, each a mapping of :data:`SCHEDULE_COLUMNS`.
+    schedules: list[dict[str, Any]]
+    #: Open runs per schedule (of those shown) and status.
+    open_runs: dict[int, dict[str, int]]
+    #: How many schedules there are: all, enabled, paused (disabled, not broken), broken.
+    counts: dict[str, int]
+    #: :data:`SUMMED` over every schedule.
+    totals: dict[str, int]
+    #: Open runs of every schedule, by status.
+    open_totals: dict[str, int]
+    instances: list[BeatInstance]
+    workers: list[WorkerInstance]
+    #: Enabled schedules due before ``now`` minus their grace: late ones.
+    late: int
+
+
+class OverviewStore:
+    """The statements of a metrics scrape."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    def read(self, cap: int, late_before: datetime) -> Overview:
+        table = PeriodicTask.__table__.c
+        shown = select(*(table[name] for name in SCHEDULE_COLUMNS)).order_by(table.name).limit(cap)
+        counted = select(
+            func.count(),
+            func.count().filter(table.enabled.is_(True)),
+            func.count().filter(table.enabled.is_(False), table.broken.is_(False)),
+            func.count().filter(table.broken.is_(True)),
+            func.count().filter(table.enabled.is_(True), table.nextrun < late_before),
+            *(func.coalesce(func.sum(table[name]), 0) for name in SUMMED),
+        )
+        open_status = TaskExecution.status.in_(NON_FINAL_STATUSES)
+        with self.database.session() as session:
+            schedules = [dict(row._mapping) for row in session.execute(shown)]
+            ids = {row["id"] for row in schedules}
+            open_runs: dict[int, dict[str, int]] = {}
+            open_totals: dict[str, int] = {}
+            per_schedule = (
+                select(TaskExecution.periodic_task_id, TaskExecution.status, func.count())
+                .where(open_status)
+                .group_by(TaskExecution.periodic_task_id, TaskExecution.status)
+            )
+            for schedule_id, status, count in session.execute(per_schedule).all():
+                open_totals[status] = open_totals.get(status, 0) + count
+                if schedule_id is not None and schedule_id in ids:
+                    open_runs.setdefault(schedule_id, {})[status] = count
+            every, enabled, paused, broken, late, *sums = session.execute(counted).one()
+            instances = list(session.scalars(select(BeatInstance).order_by(BeatInstance.id)))
+            workers = list(session.scalars(select(WorkerInstance).order_by(WorkerInstance.name)))
+        return Overview(
+            schedules=schedules,
+            open_runs=open_runs,
+            counts={"all": every, "enabled": enabled, "paused": paused, "broken": broken},
+            totals={name: int(value) for name, value in zip(SUMMED, sums, strict=True)},
+            open_totals=open_totals,
+            instances=instances,
+            workers=workers,
+            late=late,
+        )

@@ -1,0 +1,483 @@
+"""The HTTP API, metrics and health checks, against a real ``celery bridge serve`` process.
+
+One server, one beat and one worker run for the whole module on a
+PostgreSQL database of its own with Redis; each test names its schedules
+apart. The server has an admin and a read token, so that every request is
+authorised as a deployment's would be. The client is httpx, from outside.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support import Env, free_port, postgres_database, redis_broker, rows, wait_for
+
+pytestmark = pytest.mark.e2e
+
+ADMIN = "admin-token-0123456789abcdef"
+READ = "read-token-0123456789abcdef"
+QUICK = "workers.app.quick"
+
+
+class Deployment:
+    """The module's server, beat and worker, and HTTP clients for each kind of caller."""
+
+    def __init__(self, env: Env, url: str) -> None:
+        self.env = env
+        self.url = url
+        self.admin = httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30
+        )
+        self.reader = httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {READ}"}, timeout=30
+        )
+        self.anonymous = httpx.Client(base_url=url, timeout=30)
+
+    def create(self, name: str, **fields: Any) -> dict[str, Any]:
+        body = {"name": name, "task": QUICK, "timer": "every 1h", **fields}
+        response = self.admin.post("/api/v1/schedules", json=body)
+        assert response.status_code == 201, response.text
+        return dict(response.json())
+
+    def runs(self, name: str, **params: Any) -> list[dict[str, Any]]:
+        response = self.reader.get(f"/api/v1/schedules/{name}/runs", params=params)
+        assert response.status_code == 200, response.text
+        return list(response.json()["items"])
+
+    def run_status(self, run_id: str) -> str:
+        return str(self.reader.get(f"/api/v1/runs/{run_id}").json()["status"])
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    workdir = tmp_path_factory.mktemp("web")
+    with postgres_database() as database_url:
+        env = Env(workdir, database_url, redis_broker())
+        env.cli("migrate")
+        tokens = {"BRIDGE_API_ADMIN_TOKEN": ADMIN, "BRIDGE_API_READ_TOKEN": READ}
+        port = free_port()
+        try:
+            env.serve(port, **tokens)
+            env.start("worker", "-P", "prefork")
+            env.start("beat")
+            yield Deployment(env, f"http://127.0.0.1:{port}")
+        finally:
+            env.stop_all()
+
+
+# -- authorisation -------------------------------------------------------------------------
+
+
+def test_reads_need_a_token_and_changes_the_admin_token(deployment: Deployment) -> None:
+    deployment.create("auth-probe")
+    anonymous = deployment.anonymous.get("/api/v1/schedules")
+    assert anonymous.status_code == 401
+    assert anonymous.headers["www-authenticate"] == "Bearer"
+    wrong = deployment.anonymous.get(
+        "/api/v1/schedules", headers={"Authorization": "Bearer not-the-token-at-all"}
+    )
+    assert wrong.status_code == 401
+    assert deployment.reader.get("/api/v1/schedules/auth-probe").status_code == 200
+    refused = deployment.reader.post("/api/v1/schedules/auth-probe/pause", json={"note": "x"})
+    assert refused.status_code == 403
+    assert deployment.reader.delete("/api/v1/schedules/auth-probe").status_code == 403
+    assert deployment.anonymous.get("/metrics").status_code == 401
+    # Refused requests wrote nothing: the schedule is still enabled and still there.
+    assert deployment.reader.get("/api/v1/schedules/auth-probe").json()["enabled"] is True
+    # Probes need no token.
+    assert deployment.anonymous.get("/healthz").text == "ok\n"
+    assert deployment.anonymous.get("/readyz").json()["ready"] is True
+
+
+def test_without_a_token_only_loopback_is_served(tmp_path: Path, pg_url: str) -> None:
+    env = Env(tmp_path, pg_url, redis_broker())
+    env.cli("migrate")
+    refused = env.cli("serve", "--host", "0.0.0.0", "--port", str(free_port()), check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines() == [
+        "Error: host: got '0.0.0.0', expected a loopback address (127.0.0.1, ::1, localhost) "
+        "while no API token is set; set bridge_api_admin_token (BRIDGE_API_ADMIN_TOKEN) "
+        "and/or bridge_api_read_token to serve other hosts"
+    ]
+    port = free_port()
+    try:
+        env.serve(port)
+        local = httpx.post(
+            f"http://127.0.0.1:{port}/api/v1/schedules",
+            json={"name": "local", "task": QUICK, "timer": "every 1h"},
+        )
+        assert local.status_code == 201
+    finally:
+        env.stop_all()
+
+
+def test_a_short_token_is_refused_without_repeating_it(tmp_path: Path, pg_url: str) -> None:
+    env = Env(tmp_path, pg_url, redis_broker())
+    result = env.cli("serve", "--port", "1", check=False, BRIDGE_API_ADMIN_TOKEN="hunter2")
+    assert result.returncode == 1
+    assert "hunter2" not in result.stderr + result.stdout
+    assert "bridge_api_admin_token: got '<hidden>', expected a token of at least 16" in (
+        result.stderr
+    )
+
+
+# -- schedules -----------------------------------------------------------------------------
+
+
+def test_create_read_edit_and_delete(deployment: Deployment) -> None:
+    created = deployment.create("crud", timer="0 9 * * *", timezone="Europe/Paris", labels="a,b")
+    assert (created["timer"], created["timezone"], created["labels"]) == (
+        "0 9 * * *",
+        "Europe/Paris",
+        ["a", "b"],
+    )
+    next_run = datetime.fromisoformat(created["nextrun"]).astimezone(
+        datetime.now(UTC).astimezone().tzinfo
+    )
+    assert next_run > datetime.now(UTC)
+    edited = deployment.admin.patch(
+        "/api/v1/schedules/crud", json={"timer": "30 9 * * *", "overlap": "allow", "labels": []}
+    )
+    assert edited.status_code == 200, edited.text
+    assert (edited.json()["timer"], edited.json()["overlap"], edited.json()["labels"]) == (
+        "30 9 * * *",
+        "allow",
+        [],
+    )
+    assert deployment.admin.delete("/api/v1/schedules/crud").status_code == 204
+    gone = deployment.reader.get("/api/v1/schedules/crud")
+    assert gone.status_code == 404
+    assert gone.json() == {"error": "not_found", "message": "name: no schedule named 'crud'"}
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "value"),
+    [
+        ({"timer": "*/5 * * *"}, "timer", "*/5 * * *"),
+        ({"remaining": -1}, "remaining", -1),
+        ({"remaining": 99999999999999999999999}, "remaining", 99999999999999999999999),
+        ({"max_attempts": "many"}, "max_attempts", "many"),
+        ({"timezone": "Mars/Olympus"}, "timezone", "Mars/Olympus"),
+        ({"task": "workers.app.nope"}, "task", "workers.app.nope"),
+        ({"labels": ["has space"]}, "labels", ["has space"]),
+        ({"kwargs": "[1, 2]"}, "kwargs", "[1, 2]"),
+        ({"timr": "every 1h"}, "timr", "every 1h"),
+        ({"name": " padded"}, "name", " padded"),
+    ],
+)
+def test_a_bad_value_is_refused_naming_it_and_nothing_is_written(
+    deployment: Deployment, body: dict[str, Any], field: str, value: Any
+) -> None:
+    before = deployment.reader.get("/api/v1/audit", params={"limit": 1}).json()["items"]
+    fields = {"name": "refused", "task": QUICK, "timer": "every 1h", **body}
+    response = deployment.admin.post("/api/v1/schedules", json=fields)
+    assert response.status_code == 422, response.text
+    refusal = response.json()
+    assert (refusal["error"], refusal["field"], refusal["value"]) == ("invalid", field, value)
+    assert refusal["expected"]
+    assert refusal["message"].startswith(f"{field}: got ")
+    assert deployment.reader.get("/api/v1/schedules/refused").status_code == 404
+    after = deployment.reader.get("/api/v1/audit", params={"limit": 1}).json()["items"]
+    assert after == before
+
+
+def test_malformed_bodies_and_queries_are_refused_in_one_shape(deployment: Deployment) -> None:
+    not_json = deployment.admin.post(
+        "/api/v1/schedules", content=b"{not json", headers={"content-type": "application/json"}
+    )
+    assert not_json.status_code == 422
+    assert set(not_json.json()) == {"error", "field", "value", "expected", "message"}
+    bad_limit = deployment.reader.get("/api/v1/schedules", params={"limit": "lots"})
+    assert bad_limit.status_code == 422
+    assert bad_limit.json()["field"] == "limit"
+    bad_cursor = deployment.reader.get("/api/v1/schedules", params={"cursor": "%%%"})
+    assert (bad_cursor.status_code, bad_cursor.json()["field"]) == (422, "cursor")
+    bad_flag = deployment.reader.get("/api/v1/schedules", params={"paused": "maybe"})
+    assert (bad_flag.status_code, bad_flag.json()["field"]) == (422, "paused")
+    empty_edit = deployment.admin.patch("/api/v1/schedules/nothing-here", json={})
+    assert empty_edit.status_code == 422
+
+
+def test_a_taken_name_is_a_conflict(deployment: Deployment) -> None:
+    deployment.create("taken")
+    again = deployment.admin.post(
+        "/api/v1/schedules", json={"name": "taken", "task": QUICK, "timer": "every 5m"}
+    )
+    assert again.status_code == 409
+    assert again.json()["field"] == "name"
+    assert deployment.reader.get("/api/v1/schedules/taken").json()["timer"] == "every 1h"
+
+
+def test_a_body_over_the_limit_is_refused(deployment: Deployment) -> None:
+    huge = {"name": "huge", "task": QUICK, "timer": "every 1h", "kwargs": {"x": "y" * 2_000_000}}
+    response = deployment.admin.post("/api/v1/schedules", json=huge)
+    assert response.status_code == 413
+    assert deployment.reader.get("/api/v1/schedules/huge").status_code == 404
+
+
+def test_pages_filters_and_sorting(deployment: Deployment) -> None:
+    for index in range(25):
+        labels = ["paging", "even"] if index % 2 == 0 else ["paging"]
+        deployment.create(f"page-{index:02d}", labels=labels, timer=f"{index} 3 * * *")
+    names: list[str] = []
+    cursor = None
+    while True:
+        params = {"prefix": "page-", "limit": 10, **({"cursor": cursor} if cursor else {})}
+        page = deployment.reader.get("/api/v1/schedules", params=params).json()
+        names += [item["name"] for item in page["items"]]
+        cursor = page["next"]
+        if cursor is None:
+            break
+    assert names == [f"page-{index:02d}" for index in range(25)]
+    even = deployment.reader.get("/api/v1/schedules", params={"label": "even", "limit": 100}).json()
+    assert [item["name"] for item in even["items"]] == [f"page-{i:02d}" for i in range(0, 25, 2)]
+    by_next = deployment.reader.get(
+        "/api/v1/schedules", params={"prefix": "page-", "sort": "next", "limit": 3}
+    ).json()
+    times = [item["nextrun"] for item in by_next["items"]]
+    assert times == sorted(times)
+    assert by_next["next"] is not None
+    paused = deployment.admin.post("/api/v1/labels/even/pause", json={"note": "maintenance"})
+    assert sorted(paused.json()["schedules"]) == [f"page-{i:02d}" for i in range(0, 25, 2)]
+    listed = deployment.reader.get(
+        "/api/v1/schedules", params={"prefix": "page-", "paused": "true", "limit": 100}
+    ).json()
+    assert {item["name"] for item in listed["items"]} == set(paused.json()["schedules"])
+    assert {item["note"] for item in listed["items"]} == {"maintenance"}
+    resumed = deployment.admin.post("/api/v1/labels/even/resume", json={"from": "now"})
+    assert sorted(resumed.json()["schedules"]) == sorted(paused.json()["schedules"])
+
+
+def test_pause_resume_and_next_fire_times(deployment: Deployment) -> None:
+    deployment.create("paused-one", timer="0 12 * * *", timezone="UTC")
+    paused = deployment.admin.post("/api/v1/schedules/paused-one/pause", json={"note": "deploy"})
+    assert (paused.json()["enabled"], paused.json()["note"]) == (False, "deploy")
+    again = deployment.admin.post("/api/v1/schedules/paused-one/pause")
+    assert again.status_code == 409
+    upcoming = deployment.reader.get("/api/v1/schedules/paused-one/next").json()
+    assert upcoming == {"runs": [], "end": "paused: deploy"}
+    bad_from = deployment.admin.post("/api/v1/schedules/paused-one/resume", json={"from": "then"})
+    assert (bad_from.status_code, bad_from.json()["field"]) == (422, "from")
+    resumed = deployment.admin.post("/api/v1/schedules/paused-one/resume", json={"from": "catchup"})
+    assert resumed.json()["enabled"] is True
+    upcoming = deployment.reader.get(
+        "/api/v1/schedules/paused-one/next", params={"count": 3}
+    ).json()
+    fire_times = [datetime.fromisoformat(run["fire_at"]) for run in upcoming["runs"]]
+    assert [moment.hour for moment in fire_times] == [12, 12, 12]
+    assert [b - a for a, b in pairwise(fire_times)] == [timedelta(days=1)] * 2
+
+
+# -- runs, with the real beat and worker -------------------------------------------------------
+
+
+def test_beat_fires_and_the_runs_are_listed_newest_first(deployment: Deployment) -> None:
+    deployment.create("fired", timer="every 1s", overlap="allow")
+    wait_for(
+        lambda: len([r for r in deployment.runs("fired") if r["status"] == "SUCCESS"]) >= 3,
+        60,
+        what="three successful runs",
+    )
+    runs = deployment.runs("fired", status="SUCCESS")
+    plans = [run["plan_time"] for run in runs]
+    assert plans == sorted(plans, reverse=True)
+    assert {run["schedule"] for run in runs} == {"fired"}
+    assert all(run["worker"] for run in runs)
+    page = deployment.reader.get(
+        "/api/v1/runs", params={"schedule": "fired", "limit": 2, "trigger": "scheduled"}
+    ).json()
+    assert len(page["items"]) == 2 and page["next"]
+    following = deployment.reader.get(
+        "/api/v1/runs", params={"schedule": "fired", "limit": 2, "cursor": page["next"]}
+    ).json()
+    assert following["items"][0]["plan_time"] < page["items"][-1]["plan_time"]
+    since = page["items"][0]["plan_time"]
+    recent = deployment.reader.get("/api/v1/runs", params={"since": since}).json()["items"]
+    assert all(run["plan_time"] >= since for run in recent)
+    deployment.admin.post("/api/v1/schedules/fired/pause")
+    stats = deployment.reader.get("/api/v1/schedules/fired/stats", params={"window": "1h"}).json()
+    assert stats["counts"]["SUCCESS"] >= 3
+    assert stats["success_rate"] == 1.0
+    assert stats["duration"]["p50"] is not None and stats["duration"]["max"] >= 0
+    assert stats["totals"]["SUCCESS"] >= 3
+
+
+def test_run_now_cancel_and_retry(deployment: Deployment) -> None:
+    deployment.create("slow-one", task="workers.app.slow", kwargs={"seconds": 30})
+    run = deployment.admin.post("/api/v1/schedules/slow-one/run").json()
+    assert (run["trigger"], run["schedule"]) == ("manual", "slow-one")
+    wait_for(lambda: deployment.run_status(run["id"]) == "STARTED", 30, what="the run to start")
+    skipped = deployment.admin.post("/api/v1/schedules/slow-one/run", json={"overlap": "skip"})
+    assert skipped.status_code == 409
+    assert skipped.json()["run"] == run["id"]
+    cancelled = deployment.admin.post(
+        f"/api/v1/runs/{run['id']}/cancel",
+        json={"terminate": True, "note": "stuck"},
+        headers={"X-Bridge-Actor": "alice"},
+    )
+    assert cancelled.status_code == 200, cancelled.text
+    assert cancelled.json()["status"] == "REVOKED"
+    assert cancelled.json()["error"] == "cancelled by http:admin@127.0.0.1 (alice): stuck"
+    again = deployment.admin.post(f"/api/v1/runs/{run['id']}/cancel")
+    assert again.status_code == 409
+    # The worker ended the task: the slot is free well before its 30 s.
+    probe = deployment.admin.post("/api/v1/schedules/slow-one/run", json={"overlap": "skip"})
+    assert probe.status_code == 201
+    deployment.admin.post(f"/api/v1/runs/{probe.json()['id']}/cancel", json={"terminate": True})
+
+    deployment.create("failing", task="workers.app.fail")
+    failed = deployment.admin.post("/api/v1/schedules/failing/run").json()
+    wait_for(lambda: deployment.run_status(failed["id"]) == "FAILURE", 30, what="a failure")
+    detail = deployment.reader.get(f"/api/v1/runs/{failed['id']}").json()
+    assert "RuntimeError: this task always fails" in detail["error"]
+    assert "Traceback" in detail["traceback"]
+    retried = deployment.admin.post(f"/api/v1/runs/{failed['id']}/retry")
+    assert retried.status_code == 201, retried.text
+    retry = retried.json()
+    assert (retry["attempt"], retry["plan_time"]) == (2, failed["plan_time"])
+    twice = deployment.admin.post(f"/api/v1/runs/{failed['id']}/retry")
+    assert twice.status_code == 409
+    wait_for(lambda: deployment.run_status(retry["id"]) == "FAILURE", 30, what="the retry to end")
+    unknown = deployment.reader.get("/api/v1/runs/no-such-run")
+    assert unknown.status_code == 404
+
+
+def test_backfill_sends_each_occurrence_once(deployment: Deployment) -> None:
+    deployment.create("backfilled", timer="*/10 * * * *")
+    now = datetime.now(UTC)
+    end = now.replace(minute=now.minute // 10 * 10, second=0, microsecond=0) - timedelta(hours=1)
+    start = end - timedelta(minutes=40)
+    body = {"from": start.isoformat(), "to": end.isoformat()}
+    first = deployment.admin.post("/api/v1/schedules/backfilled/backfill", json=body).json()
+    assert (len(first["created"]), first["existing"]) == (5, 0)
+    second = deployment.admin.post("/api/v1/schedules/backfilled/backfill", json=body).json()
+    assert (len(second["created"]), second["existing"]) == (0, 5)
+    wait_for(
+        lambda: len(deployment.runs("backfilled", status="SUCCESS", trigger="backfill")) == 5,
+        60,
+        what="the backfilled runs",
+    )
+
+
+# -- the scheduler ---------------------------------------------------------------------------
+
+
+def test_instances_say_who_ticks_and_works(deployment: Deployment) -> None:
+    def seen() -> dict[str, Any]:
+        found: dict[str, Any] = deployment.reader.get("/api/v1/instances").json()
+        return found if found["instances"] and found["workers"] else {}
+
+    status = wait_for(seen, 30, what="a beat and a worker heartbeat")
+    assert status["alive"] is True
+    assert status["instances"][0]["heartbeat_age"] < 10
+    assert status["workers"][0]["name"].startswith("worker-")
+
+
+def test_every_change_is_in_the_audit_log(deployment: Deployment) -> None:
+    deployment.create("audited")
+    deployment.admin.patch(
+        "/api/v1/schedules/audited", json={"jitter": "5s"}, headers={"X-Bridge-Actor": "bob"}
+    )
+    deployment.env.cli("pause", "audited", "--note", "from the shell")
+    deployment.admin.delete("/api/v1/schedules/audited")
+    trail = deployment.reader.get("/api/v1/schedules/audited/audit").json()["items"]
+    assert [entry["action"] for entry in trail] == ["delete", "pause", "edit", "create"]
+    delete, pause, edit, create = trail
+    assert edit["actor"] == "http:admin@127.0.0.1 (bob)"
+    assert (edit["before"], edit["after"]) == ({"jitter": 0.0}, {"jitter": 5.0})
+    assert pause["actor"].startswith("cli:")
+    assert pause["after"] == {"enabled": False, "note": "from the shell"}
+    assert create["after"]["timer"] == "every 1h"
+    assert delete["before"]["note"] == "from the shell"
+
+
+def test_metrics_parse_and_show_each_schedule(deployment: Deployment) -> None:
+    deployment.create("measured", timer="every 1s", overlap="allow")
+    wait_for(
+        lambda: any(r["status"] == "SUCCESS" for r in deployment.runs("measured")),
+        60,
+        what="a successful run",
+    )
+    deployment.admin.post("/api/v1/schedules/measured/pause")
+    text = deployment.reader.get("/metrics").text
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in families.values()
+        for sample in family.samples
+    }
+    measured = (("schedule", "measured"),)
+    assert samples[("bridge_schedule_paused", measured)] == 1.0
+    assert (
+        samples[("bridge_schedule_runs_total", (("schedule", "measured"), ("status", "SUCCESS")))]
+        >= 1
+    )
+    assert samples[("bridge_schedule_last_success_timestamp_seconds", measured)] > time.time() - 120
+    info = next(
+        s for s in families["bridge_schedule_info"].samples if s.labels.get("schedule") == "measured"
+    )
+    assert (info.labels["timer"], info.labels["task"]) == ("every 1s", QUICK)
+    assert samples[("bridge_up", ())] == 1.0
+    assert samples[("bridge_runs_total", (("status", "SUCCESS"),))] >= 1
+    assert samples[("bridge_schedules", (("state", "paused"),))] >= 1
+
+
+def test_metrics_past_the_cap_show_only_totals(tmp_path: Path, pg_url: str) -> None:
+    env = Env(tmp_path, pg_url, redis_broker())
+    env.cli("migrate")
+    for name in ("a", "b", "c"):
+        env.cli("add", name, "--task", QUICK, "--timer", "every 1h")
+    port = free_port()
+    try:
+        env.serve(port, BRIDGE_METRICS_MAX_SCHEDULES="2")
+        text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+    finally:
+        env.stop_all()
+    families = {family.name: family for family in text_string_to_metric_families(text)}
+    shown = {sample.labels["schedule"] for sample in families["bridge_schedule_enabled"].samples}
+    assert shown == {"a", "b"}
+    enabled = next(
+        s for s in families["bridge_schedules"].samples if s.labels["state"] == "enabled"
+    )
+    assert enabled.value == 3
+    assert families["bridge_metrics_schedules_shown"].samples[0].value == 2
+
+
+def test_readiness_follows_the_schema_and_docs_are_served(
+    deployment: Deployment, tmp_path: Path
+) -> None:
+    document = deployment.anonymous.get("/openapi.json").json()
+    assert {"/api/v1/schedules", "/api/v1/runs/{run_id}/cancel"} <= set(document["paths"])
+    page = deployment.anonymous.get("/docs").text
+    assert "/docs/static/swagger-ui-bundle.js" in page and "https://" not in page
+    assert deployment.anonymous.get("/docs/static/swagger-ui-bundle.js").status_code == 200
+    with postgres_database() as fresh:
+        env = Env(tmp_path, fresh, redis_broker())
+        result = env.cli("serve", "--port", str(free_port()), check=False)
+        assert result.returncode == 1
+        assert "run `celery -A APP bridge migrate`" in result.stderr
+
+
+def test_bridge_health_is_a_probe_for_beat(
+    deployment: Deployment, tmp_path: Path, pg_url: str
+) -> None:
+    healthy = deployment.env.cli("health")
+    assert healthy.stdout.startswith("ok: schema ")
+    env = Env(tmp_path, pg_url, redis_broker())
+    behind = env.cli("health", check=False)
+    assert behind.returncode == 1
+    assert "unhealthy: schema at nothing" in behind.stderr
+    env.cli("migrate")
+    silent = env.cli("health", "--json", check=False)
+    assert silent.returncode == 1
+    assert '"alive": false' in silent.stdout
+    assert rows(pg_url, "SELECT count(*) FROM beat_instance") == [(0,)]

@@ -1,5 +1,5 @@
 # One image for every app service of docker-compose.yml: the bridge with its
-# PostgreSQL, Redis and Flower extras, plus the reference app in workers/.
+# PostgreSQL, Redis, web and Flower extras, plus the reference app in workers/.
 FROM python:3.11-slim
 
 # `celery -A workers.app` imports the reference app from the working
@@ -20,7 +20,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY bridge/ bridge/
 COPY migrations/ migrations/
-RUN pip install '.[postgres,redis,flower]' && rm -rf /src
+RUN pip install '.[postgres,redis,web,flower]' && rm -rf /src
 
 # The reference app is imported from /app at run time, not installed.
 WORKDIR /app

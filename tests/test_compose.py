@@ -28,8 +28,8 @@ COMPOSE_FILE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
 CELERY_APP = ["celery", "-A", "workers.app"]
 INFRA_SERVICES = {"postgres", "redis"}
-APP_SERVICES = ["migrate", "worker", "beat", "flower"]
-LONG_RUNNING = ["worker", "beat", "flower"]
+APP_SERVICES = ["migrate", "worker", "beat", "server", "flower"]
+LONG_RUNNING = ["worker", "beat", "server", "flower"]
 #: What workers/app.py and bridge.config read from the environment.
 APP_ENV_VARS = ["BRIDGE_DATABASE_URL", "CELERY_BROKER_URL"]
 
@@ -183,6 +183,25 @@ def test_flower_port_is_published(services: dict[str, dict[str, Any]]) -> None:
     assert f"{port}:{port}" in published
 
 
+def test_the_server_listens_published_and_needs_a_token(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    """Beyond loopback the server refuses to start without a token: compose demands one."""
+    server = services["server"]
+    command = argv(server)
+    assert command[3:5] == ["bridge", "serve"]
+    assert command[command.index("--host") + 1] == "0.0.0.0"
+    port = command[command.index("--port") + 1]
+    assert f"{port}:{port}" in [str(mapping) for mapping in server.get("ports", [])]
+    token = environment(server)["BRIDGE_API_ADMIN_TOKEN"]
+    assert token.startswith("${BRIDGE_API_ADMIN_TOKEN:?"), "a default token would be public"
+    assert f"127.0.0.1:{port}/readyz" in " ".join(server["healthcheck"]["test"])
+
+
+def test_beat_is_probed_with_bridge_health(services: dict[str, dict[str, Any]]) -> None:
+    assert services["beat"]["healthcheck"]["test"][1:] == [*CELERY_APP, "bridge", "health"]
+
+
 def dockerfile_instructions() -> list[tuple[str, str]]:
     """``(INSTRUCTION, arguments)`` pairs, with continuation lines joined and comments dropped."""
     text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
@@ -235,14 +254,15 @@ def test_dockerfile_leaves_no_source_package_to_shadow_the_installed_one() -> No
 
 
 def test_dockerfile_installs_the_extras_the_stack_uses() -> None:
-    """postgres for psycopg, redis for the broker, flower for the UI: all real extras."""
+    """postgres for psycopg, redis for the broker, web for the server, flower for the UI:
+    all real extras."""
     installs = " ".join(
         args for keyword, args in dockerfile_instructions() if keyword == "RUN" and "pip" in args
     )
     match = re.search(r"\.\[([a-z,]+)\]", installs)
     assert match, "the Dockerfile does not pip install the package with extras"
     extras = set(match.group(1).split(","))
-    assert extras == {"postgres", "redis", "flower"}
+    assert extras == {"postgres", "redis", "web", "flower"}
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert extras <= set(declared["optional-dependencies"])
 

@@ -20,6 +20,7 @@ from bridge.manage.api import (
     MAX_FORECAST,
     NOTE_RUNNING_RUN,
     PAGE_DEFAULT,
+    AuditRecord,
     Bridge,
     Run,
     Schedule,
@@ -69,7 +70,8 @@ def echo_json(value: Any) -> None:
 def echo_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     widths = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(headers)]
     for line in (headers, *rows):
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)))
+        cells = (cell.ljust(width) for cell, width in zip(line, widths, strict=True))
+        click.echo("  ".join(cells).rstrip())
 
 
 def state_text(schedule: Schedule) -> str:
@@ -648,27 +650,10 @@ def audit(ctx: click.Context, name: str | None, limit: int, as_json: bool) -> No
     if as_json:
         echo_json([entry.to_json() for entry in entries])
         return
-    rows = []
-    for entry in entries:
-        shown = entry.to_json()
-        change = shown["after"] or {}
-        before = shown["before"] or {}
-        what = ", ".join(
-            f"{key}: {json.dumps(before[key])} -> {json.dumps(value)}"
-            if key in before
-            else f"{key}: {json.dumps(value)}"
-            for key, value in change.items()
-        )
-        rows.append(
-            [
-                local(entry.at),
-                entry.actor,
-                entry.action,
-                entry.schedule_name,
-                entry.note or "",
-                what,
-            ]
-        )
+    rows = [
+        [local(e.at), e.actor, e.action, e.schedule_name, e.note or "", _audit_text(e)]
+        for e in entries
+    ]
     echo_table(["AT", "WHO", "ACTION", "SCHEDULE", "NOTE", "CHANGES"], rows)
 
 
@@ -779,6 +764,26 @@ def status(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"worst lateness: {'-' if lateness is None else f'{lateness:.1f}s'}")
 
 
+#: What the audit table shows of a new schedule; the rest is in ``--json``.
+CREATED_SHOWN = ("task", "timer", "timezone", "labels")
+
+
+def _audit_text(entry: AuditRecord) -> str:
+    """One line of what an audit entry changed: ``field: old -> new`` for an edit."""
+    shown = entry.to_json()
+    before, after = shown["before"] or {}, shown["after"] or {}
+    if entry.action == "create":
+        after = {key: after[key] for key in CREATED_SHOWN if after.get(key)}
+    elif entry.action == "delete":
+        return "deleted"
+    return ", ".join(
+        f"{key}: {json.dumps(before[key])} -> {json.dumps(value)}"
+        if key in before
+        else f"{key}: {json.dumps(value)}"
+        for key, value in after.items()
+    )
+
+
 @bridge.command()
 @click.option(
     "--beat-timeout",
@@ -813,7 +818,7 @@ def health(ctx: click.Context, beat_timeout: float | None, as_json: bool) -> Non
 @click.pass_context
 @fails_in_one_line
 def serve(ctx: click.Context, host: str, port: int, workers: int) -> None:
-    """Serve the HTTP API, the dashboard, /metrics, /healthz and /readyz.
+    """Serve the HTTP API, /metrics, /healthz and /readyz.
 
     Without an API token configured it listens on a loopback address only.
     """

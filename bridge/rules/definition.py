@@ -92,12 +92,11 @@ def check_labels(value: Any) -> tuple[str, ...]:
 
 def check_label(value: Any) -> str:
     """One label, as a filter or a bulk change names it."""
-    labels = check_labels([value]) if isinstance(value, str) else ()
-    if len(labels) != 1:
+    if not isinstance(value, str) or len(value) > LABEL_MAX or not _LABEL.fullmatch(value):
         raise ValidationError(
-            "label", value, f"a label of 1 to {LABEL_MAX} letters, digits or _.:/=-"
+            "label", value, f"one label of 1 to {LABEL_MAX} letters, digits or _.:/=-"
         )
-    return labels[0]
+    return value
 
 
 def check_timezone(zone: Any) -> str:

@@ -227,19 +227,6 @@ class ScheduleStore:
 
     # -- runs -----------------------------------------------------------------------
 
-    def history(self, name: str, limit: int) -> list[TaskExecution]:
-        """The schedule's runs, newest first."""
-        with self.database.session() as session:
-            schedule_id = _by_name(session, name).id
-            return list(
-                session.scalars(
-                    select(TaskExecution)
-                    .where(TaskExecution.periodic_task_id == schedule_id)
-                    .order_by(TaskExecution.plan_time.desc(), TaskExecution.attempt.desc())
-                    .limit(limit)
-                )
-            )
-
     def runs(self, run_ids: Collection[str]) -> list[TaskExecution]:
         """These runs, in the order given."""
         with self.database.session() as session:

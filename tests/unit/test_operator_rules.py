@@ -1,0 +1,222 @@
+"""The pure rules under the operator surfaces: page cursors, labels, audit differences,
+percentiles, and who may do what over HTTP."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bridge.config import Settings
+from bridge.errors import ValidationError
+from bridge.manage.web.security import (
+    Access,
+    OpenToNetwork,
+    access_of,
+    actor,
+    bearer,
+    check_bind,
+    is_loopback,
+)
+from bridge.rules import paging
+from bridge.rules.audit import difference, snapshot
+from bridge.rules.definition import LABELS_MAX, check_label, check_labels
+from bridge.rules.stats import percentile, spread, success_rate
+
+ADMIN = "a" * 20
+READ = "r" * 20
+
+# -- cursors -------------------------------------------------------------------------------
+
+instants = st.datetimes(
+    min_value=datetime(1970, 1, 2), max_value=datetime(9999, 1, 1), timezones=st.just(UTC)
+)
+
+
+@given(st.text(), instants, st.integers(min_value=-(2**40), max_value=2**40))
+def test_a_cursor_gives_back_the_key_it_was_made_of(
+    name: str, moment: datetime, number: int
+) -> None:
+    assert paging.decode(paging.encode([name]), (str,)) == (name,)
+    assert paging.decode(paging.encode([moment, number]), (datetime, int)) == (moment, number)
+
+
+@pytest.mark.parametrize(
+    ("cursor", "kinds"),
+    [
+        ("not a cursor!", (str,)),
+        ("", (str,)),
+        (paging.encode(["a", "b"]), (str,)),
+        (paging.encode([5]), (str,)),
+        (paging.encode(["2026-01-01T00:00:00"]), (datetime,)),
+        (paging.encode([True]), (int,)),
+        (None, (str,)),
+    ],
+)
+def test_a_cursor_from_elsewhere_is_refused_naming_it(cursor: Any, kinds: tuple[type, ...]) -> None:
+    with pytest.raises(ValidationError) as caught:
+        paging.decode(cursor, kinds)
+    assert caught.value.field == "cursor"
+    assert caught.value.expected == paging.CURSOR_EXPECTED
+
+
+# -- labels --------------------------------------------------------------------------------
+
+
+def test_labels_are_sorted_unique_and_read_from_a_list_or_text() -> None:
+    assert check_labels(["b", "a", "b"]) == ("a", "b")
+    assert check_labels(" team:ops , nightly,,") == ("nightly", "team:ops")
+    assert check_labels("") == ()
+    assert check_labels([]) == ()
+    assert check_label("env=prod") == "env=prod"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [["has space"], ["-leading"], ["x" * 65], [5], 5, {"a": 1}, [f"l{i}" for i in range(21)]],
+)
+def test_a_bad_label_is_refused(value: Any) -> None:
+    with pytest.raises(ValidationError) as caught:
+        check_labels(value)
+    assert caught.value.field == "labels"
+    assert str(LABELS_MAX) in caught.value.expected
+
+
+@pytest.mark.parametrize("value", ["", "a,b", "has space", None, 3])
+def test_a_label_filter_is_one_label(value: Any) -> None:
+    with pytest.raises(ValidationError) as caught:
+        check_label(value)
+    assert caught.value.field == "label"
+
+
+# -- audit ----------------------------------------------------------------------------------
+
+ROW: dict[str, Any] = {
+    "task": "t",
+    "timer": "every 1h",
+    "timezone": "UTC",
+    "args": "[]",
+    "kwargs": '{"x":1}',
+    "options": "{}",
+    "overlap": "skip",
+    "catchup": "latest",
+    "catchup_window": None,
+    "jitter": 0.0,
+    "start_at": datetime(2026, 12, 1, tzinfo=UTC),
+    "end_at": None,
+    "remaining": None,
+    "max_failures": None,
+    "max_attempts": 1,
+    "backoff": None,
+    "expires": "next",
+    "enabled": True,
+    "broken": False,
+    "note": None,
+    "nextrun": datetime(2026, 12, 1, tzinfo=UTC),
+}
+
+
+def test_a_snapshot_shows_what_people_set_as_json() -> None:
+    shown = snapshot(ROW, ("b", "a"))
+    assert shown["kwargs"] == {"x": 1}
+    assert shown["start_at"] == "2026-12-01T00:00:00+00:00"
+    assert shown["labels"] == ["a", "b"]
+    assert "nextrun" not in shown  # beat moves it; no one sets it
+
+
+def test_the_difference_holds_only_what_changed() -> None:
+    before = snapshot(ROW, ())
+    after = snapshot({**ROW, "enabled": False, "note": "maintenance"}, ("x",))
+    assert difference(before, after) == (
+        {"enabled": True, "note": None, "labels": []},
+        {"enabled": False, "note": "maintenance", "labels": ["x"]},
+    )
+    assert difference(before, before) == ({}, {})
+
+
+# -- figures ---------------------------------------------------------------------------------
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1e6), min_size=1), st.floats(0.01, 1.0))
+def test_a_percentile_is_a_value_that_occurred_with_enough_below_it(
+    values: list[float], fraction: float
+) -> None:
+    found = percentile(values, fraction)
+    assert found in values
+    at_most = sum(value <= found for value in values)
+    assert at_most >= fraction * len(values) - 1e-9
+
+
+def test_figures_of_nothing_are_none_and_rates_leave_revoked_out() -> None:
+    assert percentile([], 0.5) is None
+    assert spread([]) == {"count": 0.0, "p50": None, "p95": None, "max": None}
+    assert spread([3.0, 1.0, 2.0]) == {"count": 3.0, "p50": 2.0, "p95": 3.0, "max": 3.0}
+    assert success_rate({}) is None
+    assert success_rate({"REVOKED": 4}) is None
+    assert success_rate({"SUCCESS": 3, "FAILURE": 1, "REVOKED": 10}) == 0.75
+
+
+# -- HTTP access -------------------------------------------------------------------------------
+
+
+def settings(admin: str = "", read: str = "") -> Settings:
+    return Settings(api_admin_token=admin, api_read_token=read)
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.1", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("localhost", True),
+        ("0.0.0.0", False),
+        ("10.0.0.7", False),
+        ("example.com", False),
+        (None, False),
+    ],
+)
+def test_loopback_addresses(host: str | None, loopback: bool) -> None:
+    assert is_loopback(host) is loopback
+
+
+def test_without_tokens_only_loopback_gets_in_and_only_loopback_is_bound() -> None:
+    assert access_of(settings(), None, "127.0.0.1") is Access.ADMIN
+    assert access_of(settings(), None, "10.0.0.7") is Access.NONE
+    check_bind("127.0.0.1", settings())
+    with pytest.raises(OpenToNetwork):
+        check_bind("0.0.0.0", settings())
+    check_bind("0.0.0.0", settings(read=READ))
+
+
+def test_with_tokens_each_token_gets_its_level_wherever_it_comes_from() -> None:
+    both = settings(ADMIN, READ)
+    assert access_of(both, ADMIN, "10.0.0.7") is Access.ADMIN
+    assert access_of(both, READ, "10.0.0.7") is Access.READ
+    assert access_of(both, None, "127.0.0.1") is Access.NONE
+    assert access_of(both, ADMIN + "x", "127.0.0.1") is Access.NONE
+    assert access_of(settings(read=READ), ADMIN, "127.0.0.1") is Access.NONE
+    assert access_of(settings(read=READ), "", "127.0.0.1") is Access.NONE
+
+
+def test_bearer_headers_and_actors() -> None:
+    assert bearer("Bearer abc") == "abc"
+    assert bearer("bearer  abc ") == "abc"
+    assert bearer("Basic abc") is None
+    assert bearer(None) is None
+    assert actor(Access.ADMIN, "10.0.0.7") == "http:admin@10.0.0.7"
+    assert actor(Access.READ, None, " alice\n\x1b[31m ") == "http:read@unknown (alice[31m)"
+    assert actor(Access.ADMIN, "::1", "x" * 100) == f"http:admin@::1 ({'x' * 64})"
+
+
+def test_settings_never_repeat_a_token() -> None:
+    with pytest.raises(ValidationError) as caught:
+        Settings.from_app(environ={"BRIDGE_API_ADMIN_TOKEN": "short"})
+    assert caught.value.value == "<hidden>"
+    assert "short" not in str(caught.value)
+    assert ADMIN not in repr(settings(ADMIN, READ))
+    assert timedelta(seconds=Settings().default_grace) == timedelta(minutes=1)

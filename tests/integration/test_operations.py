@@ -1,0 +1,309 @@
+"""What operators read and steer through the Python API, on SQLite and PostgreSQL: labels,
+pages, runs across schedules, statistics, the audit log, cancel and retry, health."""
+
+from __future__ import annotations
+
+import io
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from celery import Celery
+from sqlalchemy import insert, update
+
+from bridge import Bridge, ValidationError
+from bridge.beat.sync import sync_beat_schedule
+from bridge.errors import RunNotFound, StateConflict
+from bridge.manage.bulk import export_schedules, import_schedules
+from bridge.storage.database import database_for
+from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution
+from tests.support import rows
+
+QUICK = "workers.app.quick"
+QUEUE = f"operations-test-{uuid.uuid4().hex[:8]}"
+START = datetime(2026, 11, 1, 12, tzinfo=UTC)
+
+
+def add(api: Bridge, name: str, **fields: Any) -> Any:
+    return api.add(name, **{"task": QUICK, "timer": "every 1h", **fields})
+
+
+def record(
+    url: str, schedule_id: int, plan_time: datetime, status: str = "SUCCESS", **values: Any
+) -> str:
+    """A run record, written as beat and a worker would have left it."""
+    run_id = str(uuid.uuid4())
+    with database_for(url).engine.begin() as connection:
+        connection.execute(
+            insert(TaskExecution).values(
+                id=run_id,
+                periodic_task_id=schedule_id,
+                task=QUICK,
+                plan_time=plan_time,
+                attempt=values.pop("attempt", 1),
+                trigger=values.pop("trigger", "scheduled"),
+                status=status,
+                updated_at=plan_time,
+                **values,
+            )
+        )
+    return run_id
+
+
+@pytest.fixture
+def sender(migrated: str, redis_url: str) -> Bridge:
+    """A Bridge whose app sends to the real Redis broker, on a queue no worker reads."""
+    app = Celery("operations", broker=redis_url, set_as_current=False)
+    app.conf.task_default_queue = QUEUE
+    return Bridge(app, database_url=migrated, actor="test:operator")
+
+
+# -- labels --------------------------------------------------------------------------------
+
+
+def test_labels_are_set_replaced_filtered_and_acted_on(api: Bridge) -> None:
+    add(api, "a", labels=["team:ops", "nightly"])
+    add(api, "b", labels="team:ops")
+    add(api, "c")
+    assert api.get("a").labels == ("nightly", "team:ops")
+    assert [s.name for s in api.schedules(label="team:ops").items] == ["a", "b"]
+    api.edit("b", labels=["other"])
+    assert [s.name for s in api.schedules(label="team:ops").items] == ["a"]
+    assert api.edit("b", labels="other").updated_at == api.get("b").updated_at
+    paused = api.pause_label("other", note="freeze")
+    assert [(s.name, s.enabled, s.note) for s in paused] == [("b", False, "freeze")]
+    assert api.pause_label("other") == []  # paused already: left as it is
+    assert [s.name for s in api.resume_label("other")] == ["b"]
+    with pytest.raises(ValidationError) as caught:
+        api.pause_label("two words")
+    assert caught.value.field == "label"
+
+
+def test_labels_travel_through_export_and_import(api: Bridge, migrated: str) -> None:
+    add(api, "exported", labels=["a", "b"])
+    text = "".join(line + "\n" for line in export_schedules(api))
+    assert json.loads(text)["labels"] == ["a", "b"]
+    api.remove("exported")
+    report = import_schedules(api, io.StringIO(text))
+    assert report.created == 1
+    assert api.get("exported").labels == ("a", "b")
+    relabelled = text.replace('"labels": ["a", "b"]', '"labels": ["c"]')
+    assert import_schedules(api, io.StringIO(relabelled)).updated == 1
+    assert api.get("exported").labels == ("c",)
+    assert import_schedules(api, io.StringIO(relabelled)).unchanged == 1
+    assert rows(migrated, "SELECT label FROM schedule_label") == [("c",)]
+
+
+# -- pages ---------------------------------------------------------------------------------
+
+
+def test_pages_cover_every_schedule_once_in_either_order(api: Bridge) -> None:
+    for index in range(23):
+        add(api, f"s{index:02d}", timer=f"{index} * * * *", enabled=index % 5 != 0)
+    names: list[str] = []
+    cursor = None
+    while True:
+        page = api.schedules(limit=7, cursor=cursor)
+        names += [s.name for s in page.items]
+        if page.next is None:
+            break
+        cursor = page.next
+    assert names == [f"s{index:02d}" for index in range(23)]
+    soonest: list[Any] = []
+    cursor = None
+    while True:
+        page = api.schedules(sort="next", limit=4, cursor=cursor)
+        soonest += page.items
+        if page.next is None:
+            break
+        cursor = page.next
+    assert len(soonest) == 18  # the enabled ones
+    assert [s.nextrun for s in soonest] == sorted(s.nextrun for s in soonest)
+    assert api.schedules(prefix="s1").items[0].name == "s10"
+    assert {s.name for s in api.schedules(paused=True).items} == {"s00", "s05", "s10", "s15", "s20"}
+    with pytest.raises(ValidationError) as caught:
+        api.schedules(sort="next", cursor=api.schedules(limit=1).next)
+    assert caught.value.field == "cursor"
+    for bad in ({"limit": 0}, {"limit": 1001}, {"sort": "size"}, {"enabled": "yes"}):
+        with pytest.raises(ValidationError):
+            api.schedules(**bad)
+
+
+def test_late_schedules_are_those_due_beyond_the_grace(api: Bridge, migrated: str) -> None:
+    add(api, "on-time")
+    late = add(api, "late")
+    with database_for(migrated).engine.begin() as connection:
+        connection.execute(
+            update(PeriodicTask)
+            .where(PeriodicTask.id == late.id)
+            .values(nextrun=datetime.now(UTC) - timedelta(minutes=5))
+        )
+    assert [s.name for s in api.schedules(late=True).items] == ["late"]
+
+
+# -- runs ------------------------------------------------------------------------------------
+
+
+def test_runs_of_every_schedule_newest_first_filtered_and_paged(api: Bridge, migrated: str) -> None:
+    first, second = add(api, "first"), add(api, "second")
+    made = []
+    for minute in range(10):
+        schedule = first if minute % 2 else second
+        status = "FAILURE" if minute % 3 == 0 else "SUCCESS"
+        trigger = "manual" if minute == 4 else "scheduled"
+        plan = START + timedelta(minutes=minute)
+        made.append((plan, record(migrated, schedule.id, plan, status, trigger=trigger)))
+    newest = [run_id for _, run_id in sorted(made, reverse=True)]
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = api.runs(limit=3, cursor=cursor)
+        seen += [run.id for run in page.items]
+        if page.next is None:
+            break
+        cursor = page.next
+    assert seen == newest
+    assert {run.schedule for run in api.runs("first").items} == {"first"}
+    failed = api.runs(status="FAILURE")
+    assert [run.plan_time.minute for run in failed.items] == [9, 6, 3, 0]
+    assert [run.plan_time.minute for run in api.runs(trigger="manual").items] == [4]
+    window = api.runs(since=START + timedelta(minutes=2), until=START + timedelta(minutes=5))
+    assert [run.plan_time.minute for run in window.items] == [4, 3, 2]
+    assert api.runs(status="FAILURE,SUCCESS", limit=100).items == api.runs(limit=100).items
+    with pytest.raises(ValidationError) as caught:
+        api.runs(status="DONE")
+    assert (caught.value.field, caught.value.value) == ("status", "DONE")
+    with pytest.raises(ValidationError):
+        api.runs(since="yesterday")
+    with pytest.raises(RunNotFound):
+        api.run_info("no-such-run")
+
+
+def test_stats_over_a_window(api: Bridge, migrated: str) -> None:
+    schedule = add(api, "measured")
+    now = datetime.now(UTC)
+    for index, runtime in enumerate([1.0, 2.0, 3.0, 4.0, 10.0]):
+        plan = now - timedelta(minutes=index + 1)
+        record(
+            migrated,
+            schedule.id,
+            plan,
+            "SUCCESS" if index < 4 else "FAILURE",
+            runtime=runtime,
+            started_at=plan + timedelta(seconds=0.5),
+        )
+    record(migrated, schedule.id, now - timedelta(days=2), "FAILURE", runtime=99.0)
+    figures = api.stats("measured", "1h", now=now)
+    assert figures.counts == {"SUCCESS": 4, "FAILURE": 1}
+    assert figures.success_rate == 0.8
+    assert figures.duration == {"count": 5.0, "p50": 3.0, "p95": 10.0, "max": 10.0}
+    assert figures.start_delay["p50"] == 0.5
+    week = api.stats("measured", "7d", now=now)
+    assert week.counts["FAILURE"] == 2
+    with pytest.raises(ValidationError) as caught:
+        api.stats("measured", "forever")
+    assert caught.value.field == "window"
+
+
+# -- cancel, retry, counters ---------------------------------------------------------------------
+
+
+def test_cancel_and_retry_are_recorded_and_counted(sender: Bridge, migrated: str) -> None:
+    schedule = add(sender, "steered", allow_unknown_task=True)
+    run = sender.run("steered")
+    cancelled = sender.cancel(run.id, note="wrong input")
+    assert (cancelled.status, cancelled.error) == (
+        "REVOKED",
+        "cancelled by test:operator: wrong input",
+    )
+    with pytest.raises(StateConflict) as caught:
+        sender.cancel(run.id)
+    assert caught.value.expected == "a run that has not ended (it is REVOKED)"
+    counted = sender.get("steered")
+    assert (counted.revoked_count, counted.success_count) == (1, 0)
+    retried = sender.retry(run.id)
+    assert (retried.attempt, retried.plan_time, retried.trigger) == (2, run.plan_time, "manual")
+    with pytest.raises(StateConflict):
+        sender.retry(run.id)
+    with pytest.raises(StateConflict) as caught:
+        sender.retry(retried.id)  # SENT: nothing to retry yet
+    assert "it is SENT" in caught.value.expected
+    succeeded = record(migrated, schedule.id, START, "SUCCESS")
+    with pytest.raises(StateConflict):
+        sender.retry(succeeded)
+    trail = [(entry.action, entry.actor) for entry in sender.audit("steered").items]
+    assert trail[:3] == [
+        ("retry", "test:operator"),
+        ("cancel", "test:operator"),
+        ("run", "test:operator"),
+    ]
+
+
+# -- the audit log -----------------------------------------------------------------------------
+
+
+def test_every_surface_writes_the_audit_log(api: Bridge, migrated: str) -> None:
+    operator = Bridge(api.app, database_url=migrated, actor="python:alice@host")
+    add(operator, "tracked", labels="x")
+    operator.edit("tracked", jitter="10s", labels="")
+    operator.edit("tracked", jitter="10s")  # the same values: no entry
+    operator.pause("tracked", note="why")
+    operator.resume("tracked")
+    operator.remove("tracked")
+    entries = operator.audit("tracked").items
+    assert [e.action for e in entries] == ["delete", "resume", "pause", "edit", "create"]
+    assert {e.actor for e in entries} == {"python:alice@host"}
+    edit = entries[3].to_json()
+    assert (edit["before"], edit["after"]) == (
+        {"jitter": 0.0, "labels": ["x"]},
+        {"jitter": 10.0, "labels": []},
+    )
+    assert entries[2].note == "why"
+
+    line = json.dumps({"name": "imported", "task": QUICK, "timer": "every 5m"})
+    import_schedules(operator, io.StringIO(line + "\n"))
+    import_schedules(operator, io.StringIO(line.replace("5m", "10m") + "\n"))
+    imported = operator.audit("imported").items
+    assert [(e.action, e.note) for e in imported] == [
+        ("edit", "bridge import"),
+        ("create", "bridge import"),
+    ]
+    assert imported[0].to_json()["after"] == {"timer": "every 10m"}
+
+    app = Celery("synced", set_as_current=False)
+    app.conf.bridge_database_url = migrated
+    app.conf.beat_schedule = {"from-config": {"task": QUICK, "schedule": 30.0}}
+    sync_beat_schedule(app, database_for(migrated))
+    sync_beat_schedule(app, database_for(migrated))  # unchanged: no entry
+    app.conf.beat_schedule = {}
+    sync_beat_schedule(app, database_for(migrated))
+    synced = operator.audit("from-config").items
+    assert [(e.action, e.actor) for e in synced] == [
+        ("pause", "beat_schedule sync"),
+        ("create", "beat_schedule sync"),
+    ]
+    every = operator.audit(limit=2)
+    assert len(every.items) == 2 and every.next is not None
+    assert operator.audit(cursor=every.next, limit=1).items[0].id < every.items[-1].id
+
+
+# -- health --------------------------------------------------------------------------------------
+
+
+def test_health_needs_a_ticking_beat(api: Bridge, migrated: str) -> None:
+    report = api.health()
+    assert (report.ok, report.schema_current) == (False, True)
+    assert report.problems() == [
+        f"no beat instance ticked within {api.settings.lease_seconds:g}s (none is registered)"
+    ]
+    now = datetime.now(UTC)
+    with database_for(migrated).engine.begin() as connection:
+        connection.execute(
+            insert(BeatInstance).values(
+                id="h:1:x", host="h", pid=1, started_at=now, last_tick=now, sent=0
+            )
+        )
+    assert api.health().ok is True
+    assert api.health(beat_timeout=1, now=now + timedelta(seconds=5)).ok is False

@@ -59,6 +59,31 @@ POLICY_HELP = {
         "When a sent run's message expires if no worker started it: at the following "
         "occurrence, never, or after a duration such as 10m. Default: next.",
     ),
+    "grace": (
+        "DURATION|none",
+        "How long an occurrence may be due, or its run sent, without starting before the "
+        "schedule is late. Default: none (bridge_default_grace, 60s).",
+    ),
+    "max_runtime": (
+        "DURATION|none",
+        "How long a run may go before it overruns. "
+        "Default: none (bridge_default_max_runtime, no limit).",
+    ),
+    "on_overrun": (
+        "none|revoke|terminate",
+        "What to do with a run that overruns besides alerting: nothing, revoke it, or revoke "
+        "and terminate it. Default: none.",
+    ),
+    "keep_runs": (
+        "N|none",
+        "Final runs kept: the latest N, 0 for all. "
+        "Default: none (bridge_history_keep_runs, 100).",
+    ),
+    "keep_days": (
+        "N|none",
+        "Final runs kept: those planned in the last N days, 0 for any age. "
+        "Default: none (bridge_history_keep_days, 30).",
+    ),
 }
 
 

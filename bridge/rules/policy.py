@@ -23,7 +23,14 @@ from typing import Any, TypedDict
 
 from bridge.errors import ValidationError
 from bridge.rules.timers import TimerSyntaxError, format_duration, parse_duration
-from bridge.rules.values import LONGEST, instant, is_clear, whole_number, whole_number_range
+from bridge.rules.values import (
+    INT_MAX,
+    LONGEST,
+    instant,
+    is_clear,
+    whole_number,
+    whole_number_range,
+)
 
 
 class Overlap(enum.StrEnum):
@@ -50,6 +57,17 @@ class Catchup(enum.StrEnum):
     NONE = "none"
 
 
+class OnOverrun(enum.StrEnum):
+    """What the watchdog does to a run that has been going longer than ``max_runtime``."""
+
+    #: Report it (the schedule's health is ``overrun``, and an alert goes out).
+    NONE = "none"
+    #: Revoke it too: a run not started yet is discarded; a running one carries on.
+    REVOKE = "revoke"
+    #: Revoke and terminate it (SIGTERM) where it executes.
+    TERMINATE = "terminate"
+
+
 #: ``expires`` values that are not durations.
 EXPIRES_NEXT = "next"
 EXPIRES_NEVER = "never"
@@ -72,6 +90,11 @@ class PolicyFields(TypedDict, total=False):
     max_attempts: int | str
     backoff: str | list[str] | None
     expires: str | float | timedelta | None
+    grace: str | float | timedelta | None
+    max_runtime: str | float | timedelta | None
+    on_overrun: str
+    keep_runs: int | str | None
+    keep_days: int | str | None
 
 
 @dataclass(frozen=True)
@@ -149,6 +172,17 @@ class Policies:
     backoff: Backoff | None = None
     #: ``next``, ``never`` or a duration after the run is sent.
     expires: str = EXPIRES_NEXT
+    #: How long an occurrence may be due, or its run sent, without starting before the
+    #: schedule is late; None: the app's ``bridge_default_grace``.
+    grace: timedelta | None = None
+    #: How long a run may go before it overruns; None: ``bridge_default_max_runtime``.
+    max_runtime: timedelta | None = None
+    on_overrun: OnOverrun = OnOverrun.NONE
+    #: Final runs kept: the latest this many (0: all); None: ``bridge_history_keep_runs``.
+    keep_runs: int | None = None
+    #: Final runs kept: those planned in the last this many days (0: all); None: the
+    #: app's ``bridge_history_keep_days``.
+    keep_days: int | None = None
 
     @classmethod
     def build(cls, given: Mapping[str, Any], base: Policies | None = None) -> Policies:
@@ -310,14 +344,14 @@ def _moment(field: str) -> Any:
     return functools.partial(instant, field, optional=True)
 
 
-def _count(field: str, optional: bool) -> Any:
-    expected = whole_number_range() + (" or 'none'" if optional else "")
+def _count(field: str, optional: bool, low: int = 1, meaning: str = "", high: int = INT_MAX) -> Any:
+    expected = whole_number_range(low, high) + meaning + (" or 'none'" if optional else "")
 
     def check(value: Any) -> int | None:
         if optional and is_clear(value):
             return None
         try:
-            return whole_number(field, value)
+            return whole_number(field, value, low, high)
         except ValidationError:
             raise ValidationError(field, value, expected) from None
 
@@ -388,6 +422,15 @@ _TABLE = (
     _Policy("max_attempts", "max_attempts", _count("max_attempts", optional=False)),
     _Policy("backoff", "backoff", _backoff, _backoff_text),
     _Policy("expires", "expires", _expires),
+    _Policy("grace", "grace", _duration("grace", optional=True), _total_seconds),
+    _Policy("max_runtime", "max_runtime", _duration("max_runtime", optional=True), _total_seconds),
+    _Policy("on_overrun", "on_overrun", _choice("on_overrun", OnOverrun), _enum_value),
+    _Policy("keep_runs", "keep_runs", _count("keep_runs", True, 0, " (0: every run)")),
+    _Policy(
+        "keep_days",
+        "keep_days",
+        _count("keep_days", True, 0, " (0: any age)", LONGEST.days),
+    ),
 )
 _BY_NAME = {policy.name: policy for policy in _TABLE}
 #: The policy keywords, in the order the CLI lists them (:class:`PolicyFields` types them).

@@ -27,6 +27,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -108,6 +109,15 @@ class PeriodicTask(Base):
     max_attempts: Mapped[int] = mapped_column(Integer, default=1)
     backoff: Mapped[str | None] = mapped_column(String(200), nullable=True)
     expires: Mapped[str] = mapped_column(String(32), default="next")
+    #: The watchdog's limits (seconds; None: the app's default) and what it does on overrun.
+    grace: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max_runtime: Mapped[float | None] = mapped_column(Float, nullable=True)
+    on_overrun: Mapped[str] = mapped_column(String(16), default="none")
+    #: Retention of its final runs (None: the app's default; 0: no limit).
+    keep_runs: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    keep_days: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    #: No alert is sent for the schedule until then (the far future: until unsilenced).
+    silenced_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
     # Policy state.
     #: The occurrence held by overlap ``buffer_one`` until the running run ends.
@@ -143,6 +153,8 @@ class PeriodicTask(Base):
     #: When a run of the schedule last ended SUCCESS, and FAILURE or LOST.
     last_success_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     last_failure_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: Alerts sent about the schedule (openings and repeats).
+    alert_count: Mapped[int] = mapped_column(Integer, default=0)
 
     #: The schedule's labels. Never loaded on its own (beat has no use for them): the
     #: management side asks for them with the rows it reads.
@@ -250,6 +262,75 @@ class AuditEntry(Base):
     __table_args__ = (
         # A schedule's trail, newest first.
         Index("ix_audit_log_schedule_name_id", "schedule_name", "id"),
+    )
+
+
+class ScheduleTally(Base):
+    """A schedule's counts for one hour: runs ended by status, occurrences skipped and
+    missed, alerts. What statistics over a window read, and what survives pruning."""
+
+    __tablename__ = "schedule_tally"
+
+    periodic_task_id: Mapped[int] = mapped_column(
+        ForeignKey("periodic_task.id", ondelete="CASCADE"), primary_key=True
+    )
+    #: The start of the hour, in UTC.
+    hour: Mapped[datetime] = mapped_column(UTCDateTime, primary_key=True)
+    success: Mapped[int] = mapped_column(Integer, default=0)
+    failure: Mapped[int] = mapped_column(Integer, default=0)
+    revoked: Mapped[int] = mapped_column(Integer, default=0)
+    lost: Mapped[int] = mapped_column(Integer, default=0)
+    skipped: Mapped[int] = mapped_column(Integer, default=0)
+    missed: Mapped[int] = mapped_column(Integer, default=0)
+    alerts: Mapped[int] = mapped_column(Integer, default=0)
+    #: Seconds the runs that ended in the hour ran.
+    runtime: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class Incident(Base):
+    """Something wrong with a schedule (or with the scheduler): opened, alerted, closed.
+
+    At most one open incident per kind and subject (a partial unique index), so
+    that several beats that see the same trouble open it once and alert once.
+    """
+
+    __tablename__ = "incident"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    #: ``late``, ``overrun``, ``failing``, ``broken``, ``missed`` or ``no_beat``.
+    kind: Mapped[str] = mapped_column(String(16))
+    #: ``schedule:<id>``, or ``scheduler`` for an incident of no one schedule.
+    subject: Mapped[str] = mapped_column(String(64))
+    periodic_task_id: Mapped[int | None] = mapped_column(
+        ForeignKey("periodic_task.id", ondelete="CASCADE"), nullable=True
+    )
+    schedule_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    #: When the trouble began, and when the incident was opened and closed.
+    since: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    opened_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    acknowledged_by: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    #: When its alert was last sent (None: not yet), how many were, and when its
+    #: recovery was sent.
+    alerted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    alerts: Mapped[int] = mapped_column(Integer, default=0)
+    recovery_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: What the alert says: a sentence, and the runs concerned (JSON).
+    message: Mapped[str] = mapped_column(Text, default="")
+    runs: Mapped[str] = mapped_column(Text, default="[]")
+
+    __table_args__ = (
+        Index(
+            "ix_incident_open",
+            "kind",
+            "subject",
+            unique=True,
+            postgresql_where=text("closed_at IS NULL"),
+            sqlite_where=text("closed_at IS NULL"),
+        ),
+        # The incidents that still owe an alert or a recovery.
+        Index("ix_incident_closed_at", "closed_at"),
     )
 
 

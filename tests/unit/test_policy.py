@@ -77,6 +77,11 @@ def test_defaults_of_a_new_schedule() -> None:
         "max_attempts": 1,
         "backoff": None,
         "expires": "next",
+        "grace": None,
+        "max_runtime": None,
+        "on_overrun": "none",
+        "keep_runs": None,
+        "keep_days": None,
     }
 
 
@@ -129,6 +134,34 @@ def test_columns_and_from_columns_round_trip() -> None:
         assert Policies.from_columns(row) == policies
 
 
+def test_the_watchdog_and_retention_limits() -> None:
+    """grace and max_runtime are positive durations; retention counts take 0 for no limit."""
+    policies = Policies.build(
+        {
+            "grace": "5m",
+            "max_runtime": 90,
+            "on_overrun": "terminate",
+            "keep_runs": "0",
+            "keep_days": 7,
+        }
+    )
+    assert (policies.grace, policies.max_runtime) == (timedelta(minutes=5), timedelta(seconds=90))
+    assert (policies.on_overrun, policies.keep_runs, policies.keep_days) == ("terminate", 0, 7)
+    assert Policies.from_columns(SimpleNamespace(**policies.columns())) == policies
+    for field, value in (
+        ("grace", "0s"),
+        ("grace", -5),
+        ("max_runtime", "soon"),
+        ("on_overrun", "kill"),
+        ("keep_runs", -1),
+        ("keep_days", 3651),
+        ("keep_days", "many"),
+    ):
+        with pytest.raises(ValidationError) as caught:
+            Policies.build({field: value})
+        assert (caught.value.field, caught.value.value) == (field, value)
+
+
 def test_a_spent_countdown_reads_back() -> None:
     """Beat stores remaining 0 once the runs are spent; reading the row must not refuse it."""
     row = SimpleNamespace(**{**FULL.columns(), "remaining": 0})
@@ -151,6 +184,11 @@ def test_to_json_is_the_user_form_and_builds_the_same_value() -> None:
         "max_attempts": 4,
         "backoff": "10s..10m",
         "expires": "10m",
+        "grace": None,
+        "max_runtime": None,
+        "on_overrun": "none",
+        "keep_runs": None,
+        "keep_days": None,
     }
     assert Policies.build(FULL.to_json()) == FULL
     assert Policies.build(Policies().to_json()) == Policies()

@@ -109,6 +109,11 @@ def test_build_definition_normalises_what_it_stores() -> None:
         "max_attempts": 1,
         "backoff": None,
         "expires": "next",
+        "grace": None,
+        "max_runtime": None,
+        "on_overrun": "none",
+        "keep_runs": None,
+        "keep_days": None,
     }
     assert timer.text == "every 1m30s"
     assert timer.next_after(ANCHOR) == ANCHOR + timedelta(seconds=90)

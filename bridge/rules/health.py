@@ -1,0 +1,204 @@
+"""The health of a schedule: one state, judged from its row, its open runs and ``now``.
+
+What ``ls``, ``show``, the API, the metrics and the watchdog all show, so
+that they never disagree. The states, most pressing first:
+
+``broken``
+    the breaker disabled it;
+``paused``
+    someone paused it, or it finished;
+``overrun``
+    a run has been going longer than its ``max_runtime``;
+``late``
+    an occurrence due more than its ``grace`` ago has not started: beat has
+    not sent it, or no worker has started the run sent for it within the
+    grace (a run is waited for from when it was sent, so that occurrences
+    beat catches up after an outage are not late the moment they go out);
+``failing``
+    its latest occurrences failed (``failure_streak`` at least 1), and the
+    breaker has not tripped;
+``running``
+    a worker has one of its runs;
+``new``
+    it has never run;
+``ok``
+    none of the above.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bridge.rules.kinds import RunStatus
+
+
+class Health(enum.StrEnum):
+    BROKEN = "broken"
+    PAUSED = "paused"
+    OVERRUN = "overrun"
+    LATE = "late"
+    FAILING = "failing"
+    RUNNING = "running"
+    NEW = "new"
+    OK = "ok"
+
+
+#: The states that are trouble: the watchdog opens an incident for each.
+TROUBLE = frozenset({Health.BROKEN, Health.OVERRUN, Health.LATE, Health.FAILING})
+#: A run a worker holds.
+HELD_BY_WORKER = frozenset({RunStatus.RECEIVED, RunStatus.STARTED, RunStatus.RETRY})
+#: A run not started yet.
+NOT_STARTED = frozenset({RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED})
+
+
+@dataclass(frozen=True)
+class OpenRunView:
+    """An open run, as the health needs it."""
+
+    id: str
+    status: str
+    plan_time: datetime | None
+    started_at: datetime | None
+    #: When it was recorded to be sent (None: not known).
+    queued_at: datetime | None = None
+
+    @property
+    def waited_from(self) -> datetime | None:
+        """Since when a worker could have started it: its occurrence, or its sending if later."""
+        if self.plan_time is None or self.queued_at is None:
+            return self.plan_time
+        return max(self.plan_time, self.queued_at)
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What a schedule's health is judged from: its row's columns, its limits and open runs."""
+
+    enabled: bool
+    broken: bool
+    note: str | None
+    nextrun: datetime | None
+    failure_streak: int
+    last_run_at: datetime | None
+    last_failure_at: datetime | None
+    #: The schedule's grace and max runtime, its own or the app's (None: no limit).
+    grace: timedelta
+    max_runtime: timedelta | None
+    open_runs: Sequence[OpenRunView] = ()
+
+
+@dataclass(frozen=True)
+class State:
+    """A schedule's health: the state, since when, why in words, and the runs concerned."""
+
+    health: Health
+    since: datetime | None = None
+    reason: str = ""
+    runs: tuple[str, ...] = ()
+
+    @property
+    def trouble(self) -> bool:
+        return self.health in TROUBLE
+
+
+def health_of(watched: Watched, now: datetime) -> State:
+    """The schedule's state at ``now``; see the module docstring for the order."""
+    if watched.broken:
+        return State(Health.BROKEN, None, watched.note or "the breaker disabled it")
+    if not watched.enabled:
+        return State(Health.PAUSED, None, watched.note or "paused")
+    overrun = _overrun(watched, now)
+    if overrun is not None:
+        return overrun
+    late = _late(watched, now)
+    if late is not None:
+        return late
+    if watched.failure_streak > 0:
+        count = watched.failure_streak
+        return State(
+            Health.FAILING,
+            watched.last_failure_at,
+            f"its last {count} occurrence{'s' if count > 1 else ''} failed",
+        )
+    held = [run for run in watched.open_runs if RunStatus(run.status) in HELD_BY_WORKER]
+    if held:
+        started = [run.started_at for run in held if run.started_at is not None]
+        return State(
+            Health.RUNNING,
+            min(started) if started else None,
+            "a run is under way",
+            tuple(run.id for run in held),
+        )
+    if watched.last_run_at is None and not watched.open_runs:
+        return State(Health.NEW, None, "it has never run")
+    return State(Health.OK)
+
+
+def _overrun(watched: Watched, now: datetime) -> State | None:
+    if watched.max_runtime is None:
+        return None
+    limit = watched.max_runtime
+    over = [
+        run
+        for run in watched.open_runs
+        if RunStatus(run.status) is RunStatus.STARTED
+        and run.started_at is not None
+        and now - run.started_at > limit
+    ]
+    if not over:
+        return None
+    since = min(run.started_at for run in over if run.started_at is not None) + limit
+    return State(
+        Health.OVERRUN,
+        since,
+        f"a run has been going for more than its max runtime of {_words(limit)}",
+        tuple(run.id for run in over),
+    )
+
+
+def _late(watched: Watched, now: datetime) -> State | None:
+    grace = watched.grace
+    waiting = [
+        run
+        for run in watched.open_runs
+        if RunStatus(run.status) in NOT_STARTED
+        and run.waited_from is not None
+        and now - run.waited_from > grace
+    ]
+    if waiting:
+        oldest = min(run.waited_from for run in waiting if run.waited_from is not None)
+        return State(
+            Health.LATE,
+            oldest,
+            f"a run sent {_words(now - oldest)} ago has not started (grace {_words(grace)})",
+            tuple(run.id for run in waiting),
+        )
+    if watched.nextrun is not None and now - watched.nextrun > grace:
+        return State(
+            Health.LATE,
+            watched.nextrun,
+            f"due {_words(now - watched.nextrun)} ago and not sent (grace {_words(grace)})",
+        )
+    return None
+
+
+def _words(delta: timedelta) -> str:
+    """A duration as a person says it: ``45s``, ``6m``, ``2h5m``, ``3d``."""
+    seconds = int(delta.total_seconds())
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        hours, minutes = divmod(seconds // 60, 60)
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    return f"{seconds // 86400}d"
+
+
+def worst(states: Sequence[Health]) -> Health:
+    """The most pressing of several states (``ok`` for none)."""
+    order = list(Health)
+    return min(states, key=order.index, default=Health.OK)

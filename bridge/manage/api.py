@@ -570,29 +570,42 @@ class Bridge:
     def stats(
         self, name: str, window: str | float | timedelta = "1d", now: datetime | None = None
     ) -> Stats:
-        """The schedule's runs planned in the last ``window`` (``'1h'``, ``'7d'``, seconds):
-        counts by status, success rate, durations and start delays (p50, p95, max)."""
+        """The schedule over the last ``window`` (``'1h'``, ``'7d'``, seconds): runs by status,
+        success rate, occurrences skipped and missed, alerts, and the durations and start
+        delays (p50, p95, max) of its latest runs.
+
+        The counts come from the schedule's hourly tallies, which pruning does not
+        touch: they cover whole hours, from the hour ``window`` ago falls in. The
+        durations and delays come from the runs still recorded in the window.
+        """
         span = duration("window", window)
         until = now or utcnow()
         schedule = self.get(name)
         found = self.history_store.window(schedule.id, until - span, until, STATS_SAMPLE)
+        ended = (RunStatus.SUCCESS, RunStatus.FAILURE, RunStatus.REVOKED, RunStatus.LOST)
+        tallied = {status.value: int(found.tallied[status.value.lower()]) for status in ended}
+        counts = {status: count for status, count in {**tallied, **found.open}.items() if count}
         return Stats(
             schedule=schedule.name,
             window=span.total_seconds(),
             since=until - span,
             until=until,
-            counts=found.counts,
-            success_rate=success_rate(found.counts),
+            counts=counts,
+            success_rate=success_rate(counts),
             duration=spread(found.runtimes),
             start_delay=spread(found.start_delays),
-            skipped=schedule.skipped_count,
-            missed=schedule.missed_count,
-            expired=schedule.expired_count,
+            skipped=int(found.tallied["skipped"]),
+            missed=int(found.tallied["missed"]),
+            alerts=int(found.tallied["alerts"]),
             totals={
                 RunStatus.SUCCESS.value: schedule.success_count,
                 RunStatus.FAILURE.value: schedule.failure_count,
                 RunStatus.REVOKED.value: schedule.revoked_count,
                 RunStatus.LOST.value: schedule.lost_count,
+                "skipped": schedule.skipped_count,
+                "missed": schedule.missed_count,
+                "expired": schedule.expired_count,
+                "alerts": schedule.alert_count,
             },
         )
 

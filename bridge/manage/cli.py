@@ -619,13 +619,17 @@ def stats(ctx: click.Context, name: str, window: str, as_json: bool) -> None:
         return
     counts = ", ".join(f"{status} {count}" for status, count in sorted(figures.counts.items()))
     rate = "-" if figures.success_rate is None else f"{figures.success_rate:.1%}"
-    click.echo(f"{name}: runs planned since {local(figures.since)} ({window})")
+    click.echo(f"{name}: the last {window}, since {local(figures.since)}")
     click.echo(f"  runs           {counts or 'none'}")
     click.echo(f"  success rate   {rate}")
     for title, spread in (("duration", figures.duration), ("start delay", figures.start_delay)):
         click.echo(f"  {title:14} {_spread_text(spread)}")
+    click.echo(
+        f"  occurrences    skipped {figures.skipped}, missed {figures.missed}; "
+        f"alerts {figures.alerts}"
+    )
     totals = ", ".join(f"{status} {count}" for status, count in figures.totals.items())
-    click.echo(f"  since created  {totals}; skipped {figures.skipped}, missed {figures.missed}")
+    click.echo(f"  since created  {totals}")
 
 
 def _spread_text(spread: dict[str, float | None]) -> str:

@@ -76,8 +76,7 @@ POLICY_HELP = {
     ),
     "keep_runs": (
         "N|none",
-        "Final runs kept: the latest N, 0 for all. "
-        "Default: none (bridge_history_keep_runs, 100).",
+        "Final runs kept: the latest N, 0 for all. Default: none (bridge_history_keep_runs, 100).",
     ),
     "keep_days": (
         "N|none",

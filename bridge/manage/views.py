@@ -85,6 +85,7 @@ class Schedule(_View):
     skipped_count: int
     missed_count: int
     expired_count: int
+    alert_count: int
     success_count: int
     failure_count: int
     revoked_count: int
@@ -92,6 +93,12 @@ class Schedule(_View):
     runtime_total: float
     last_success_at: datetime | None
     last_failure_at: datetime | None
+    grace: float | None
+    max_runtime: float | None
+    on_overrun: str
+    keep_runs: int | None
+    keep_days: int | None
+    silenced_until: datetime | None
     worker: str | None
     marked: datetime | None
     labels: tuple[str, ...] = ()
@@ -273,12 +280,14 @@ class Health:
 
 @dataclass(frozen=True)
 class Stats:
-    """A schedule's runs over a window: counts, success rate, durations and lateness.
+    """A schedule over a window: runs by status, success rate, skips, misses, alerts,
+    durations and start delays.
 
-    ``counts`` and the figures come from the runs planned in the window;
-    the durations and start delays from its latest runs (see
-    :data:`bridge.manage.api.STATS_SAMPLE`). ``skipped`` and ``missed`` are
-    the schedule's counts since it was created.
+    The counts come from its hourly tallies (whole hours, untouched by
+    pruning), with its open runs planned in the window; the durations and
+    start delays from its latest recorded runs (see
+    :data:`bridge.manage.api.STATS_SAMPLE`). ``totals`` are its counts since
+    it was created.
     """
 
     schedule: str
@@ -292,7 +301,7 @@ class Stats:
     start_delay: dict[str, float | None]
     skipped: int
     missed: int
-    expired: int
+    alerts: int
     totals: dict[str, int]
 
     def to_json(self) -> dict[str, Any]:

@@ -206,11 +206,18 @@ class Database:
 
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """A session in a transaction that commits on success and rolls back on error."""
+        """A session in a transaction that commits on success and rolls back on error.
+
+        The tallies its statements added to (:mod:`bridge.storage.tally`) are
+        written just before it commits.
+        """
+        from bridge.storage import tally
+
         self.engine  # noqa: B018 - builds the session factory for this process
         assert self._sessions is not None
         with self._sessions.begin() as session:
             yield session
+            tally.write(session)
 
     def dispose(self) -> None:
         with self._lock:

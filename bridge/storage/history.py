@@ -19,7 +19,8 @@ from sqlalchemy.orm import Session
 from bridge.errors import RunNotFound
 from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.database import Database
-from bridge.storage.models import PeriodicTask, TaskExecution
+from bridge.storage.models import PeriodicTask, ScheduleTally, TaskExecution
+from bridge.storage.tally import COUNTS, hour_of
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,13 @@ class RunFilter:
 
 @dataclass(frozen=True)
 class Window:
-    """A schedule's runs planned in a window, as the statistics need them."""
+    """A schedule's runs in a window, as the statistics need them."""
 
-    #: Runs by status.
-    counts: dict[str, int]
+    #: The hourly tallies summed over the hours the window touches: runs ended by
+    #: final status, occurrences skipped and missed, alerts, runtime.
+    tallied: dict[str, float]
+    #: Its runs planned in the window that have not ended, by status.
+    open: dict[str, int]
     #: Seconds each run ran, of the latest runs that have a runtime.
     runtimes: list[float]
     #: Seconds from each occurrence to its run's start, of the latest started runs.
@@ -93,12 +97,20 @@ class HistoryStore:
             return _run(session, run_id)
 
     def window(self, schedule_id: int, since: datetime, until: datetime, cap: int) -> Window:
-        """The runs of a schedule planned in ``[since, until)``: counted by status, and the
-        runtimes and start delays of the latest ``cap`` of them."""
+        """A schedule's tallies of the hours from ``since``'s to ``until``, its open runs
+        planned in ``[since, until)``, and the runtimes and start delays of the latest
+        ``cap`` runs planned then (those still recorded)."""
         in_window = (
             TaskExecution.periodic_task_id == schedule_id,
             TaskExecution.plan_time >= since,
             TaskExecution.plan_time < until,
+        )
+        hours = select(
+            *(func.coalesce(func.sum(ScheduleTally.__table__.c[name]), 0) for name in COUNTS)
+        ).where(
+            ScheduleTally.periodic_task_id == schedule_id,
+            ScheduleTally.hour >= hour_of(since),
+            ScheduleTally.hour < until,
         )
         latest = (
             select(
@@ -110,15 +122,18 @@ class HistoryStore:
             .order_by(TaskExecution.plan_time.desc())
             .limit(cap)
         )
+        open_counts = (
+            select(TaskExecution.status, func.count())
+            .where(*in_window, TaskExecution.status.in_(NON_FINAL_STATUSES))
+            .group_by(TaskExecution.status)
+        )
         with self.database.session() as session:
-            counts = session.execute(
-                select(TaskExecution.status, func.count())
-                .where(*in_window)
-                .group_by(TaskExecution.status)
-            ).all()
+            tallied = session.execute(hours).one()
+            opened = session.execute(open_counts).all()
             rows = session.execute(latest).all()
         return Window(
-            counts={status: count for status, count in counts},  # noqa: C416 - rows, not pairs
+            tallied=dict(zip(COUNTS, tallied, strict=True)),
+            open={status: count for status, count in opened},  # noqa: C416 - rows, not pairs
             runtimes=[row.runtime for row in rows if row.runtime is not None],
             start_delays=[
                 (row.started_at - row.plan_time).total_seconds()

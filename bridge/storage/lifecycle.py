@@ -26,6 +26,7 @@ from bridge.rules.kinds import (
     SCHEDULED_TRIGGERS,
     RunStatus,
 )
+from bridge.storage import tally
 from bridge.storage.models import PeriodicTask, TaskExecution
 
 logger = logging.getLogger("bridge.lifecycle")
@@ -71,6 +72,8 @@ def apply_plan(
         row.remaining = after.policies.remaining
     row.skipped_count += plan.skipped
     row.missed_count += plan.missed
+    if plan.skipped or plan.missed:
+        tally.add(session, row.id, now, skipped=plan.skipped, missed=plan.missed)
     if sent:
         last = sent[-1]
         row.last_run_at = now
@@ -136,22 +139,29 @@ def _latest_scheduled(session: Session, row: PeriodicTask, state: State) -> str 
     )
 
 
-#: The column of ``periodic_task`` counting the runs that ended with each final status.
+#: The column of ``periodic_task`` counting the runs that ended with each final status,
+#: and the count of ``schedule_tally`` that counts them by hour.
 COUNTER_OF = {
-    RunStatus.SUCCESS: "success_count",
-    RunStatus.FAILURE: "failure_count",
-    RunStatus.REVOKED: "revoked_count",
-    RunStatus.LOST: "lost_count",
+    RunStatus.SUCCESS: ("success_count", "success"),
+    RunStatus.FAILURE: ("failure_count", "failure"),
+    RunStatus.REVOKED: ("revoked_count", "revoked"),
+    RunStatus.LOST: ("lost_count", "lost"),
 }
 
 
 def count_ended(
-    row: PeriodicTask, status: RunStatus, at: datetime, runtime: float | None = None
+    session: Session,
+    row: PeriodicTask,
+    status: RunStatus,
+    at: datetime,
+    runtime: float | None = None,
 ) -> None:
-    """Count a run that ended on its schedule's ``row`` (locked by the caller): by status,
-    its runtime, and when the schedule last succeeded or failed."""
-    counter = COUNTER_OF[status]
+    """Count a run that ended on its schedule's ``row`` (locked by the caller) and in its
+    tally of the hour: by status, its runtime, and when the schedule last succeeded or
+    failed."""
+    counter, hourly = COUNTER_OF[status]
     setattr(row, counter, (getattr(row, counter) or 0) + 1)
+    tally.add(session, row.id, at, **{hourly: 1, "runtime": runtime or 0.0})
     if runtime:
         row.runtime_total = (row.runtime_total or 0.0) + runtime
     if status is RunStatus.SUCCESS:
@@ -174,7 +184,7 @@ def count_unsettled(
     by_id = {row.id: row for row in rows}
     for schedule_id in schedule_ids:
         if schedule_id in by_id:
-            count_ended(by_id[schedule_id], status, at)
+            count_ended(session, by_id[schedule_id], status, at)
 
 
 def settle_runs(session: Session, run_ids: Sequence[str], now: datetime) -> None:
@@ -215,7 +225,7 @@ def settle_run(
     session: Session, row: PeriodicTask, run_id: str, outcome: Outcome, now: datetime
 ) -> None:
     """Apply one run's final ``outcome`` to its schedule's ``row``, locked by the caller."""
-    count_ended(row, outcome.status, outcome.finished_at, outcome.runtime)
+    count_ended(session, row, outcome.status, outcome.finished_at, outcome.runtime)
     try:
         state = state_of(row)
     except ValueError:

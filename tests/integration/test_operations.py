@@ -11,14 +11,17 @@ from typing import Any
 
 import pytest
 from celery import Celery
-from sqlalchemy import insert, update
+from sqlalchemy import delete, insert, update
 
 from bridge import Bridge, ValidationError
 from bridge.beat.sync import sync_beat_schedule
 from bridge.errors import RunNotFound, StateConflict
 from bridge.manage.bulk import export_schedules, import_schedules
+from bridge.rules.kinds import RunStatus
+from bridge.rules.records import OPEN, Change
 from bridge.storage.database import database_for
 from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution
+from bridge.storage.records import RecordStore
 from tests.support import rows
 
 QUICK = "workers.app.quick"
@@ -181,27 +184,46 @@ def test_runs_of_every_schedule_newest_first_filtered_and_paged(api: Bridge, mig
         api.run_info("no-such-run")
 
 
-def test_stats_over_a_window(api: Bridge, migrated: str) -> None:
+def end_run(url: str, run_id: str, status: str, at: datetime, runtime: float) -> None:
+    """A worker's report that the run ended, written as the recorder writes it."""
+    change = Change(
+        run_id,
+        RunStatus(status),
+        OPEN,
+        at,
+        {"finished_at": at, "runtime": runtime, "started_at": at - timedelta(seconds=runtime)},
+    )
+    RecordStore(database_for(url)).write([change])
+
+
+def test_stats_over_a_window_survive_pruned_records(api: Bridge, migrated: str) -> None:
     schedule = add(api, "measured")
     now = datetime.now(UTC)
+    ids = []
     for index, runtime in enumerate([1.0, 2.0, 3.0, 4.0, 10.0]):
         plan = now - timedelta(minutes=index + 1)
-        record(
+        run_id = record(migrated, schedule.id, plan, "STARTED", started_at=plan)
+        end_run(
             migrated,
-            schedule.id,
-            plan,
+            run_id,
             "SUCCESS" if index < 4 else "FAILURE",
-            runtime=runtime,
-            started_at=plan + timedelta(seconds=0.5),
+            plan + timedelta(seconds=runtime),
+            runtime,
         )
-    record(migrated, schedule.id, now - timedelta(days=2), "FAILURE", runtime=99.0)
-    figures = api.stats("measured", "1h", now=now)
-    assert figures.counts == {"SUCCESS": 4, "FAILURE": 1}
+        ids.append(run_id)
+    record(migrated, schedule.id, now - timedelta(seconds=10), "SENT")
+    figures = api.stats("measured", "1h", now=now + timedelta(minutes=1))
+    assert figures.counts == {"SUCCESS": 4, "FAILURE": 1, "SENT": 1}
     assert figures.success_rate == 0.8
     assert figures.duration == {"count": 5.0, "p50": 3.0, "p95": 10.0, "max": 10.0}
-    assert figures.start_delay["p50"] == 0.5
-    week = api.stats("measured", "7d", now=now)
-    assert week.counts["FAILURE"] == 2
+    assert figures.totals["SUCCESS"] == 4
+    # The records go (as pruning removes them); the counts stay.
+    with database_for(migrated).engine.begin() as connection:
+        connection.execute(delete(TaskExecution).where(TaskExecution.id.in_(ids)))
+    after = api.stats("measured", "1h", now=now + timedelta(minutes=1))
+    assert after.counts == {"SUCCESS": 4, "FAILURE": 1, "SENT": 1}
+    assert after.duration["count"] == 0.0
+    assert api.get("measured").last_failure_at is not None
     with pytest.raises(ValidationError) as caught:
         api.stats("measured", "forever")
     assert caught.value.field == "window"

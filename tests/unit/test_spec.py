@@ -1,8 +1,8 @@
 """Tests of the checks every schedule definition goes through, and of their refusals.
 
-Covers bridge.spec (definitions and their first occurrence), bridge.config (settings
-lookup), bridge.sync.timer_text (``beat_schedule`` values into timer texts) and
-bridge.dispatch (run ids and payloads).
+Covers bridge.rules.definition (definitions and their first occurrence), bridge.config
+(settings lookup), bridge.beat.sync.timer_text (``beat_schedule`` values into timer texts)
+and bridge.rules.runs (run ids, payloads and message options).
 Each refusal must name the field and repeat the value, so a user can find and fix it.
 """
 

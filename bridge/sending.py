@@ -9,7 +9,10 @@ broker that cannot be reached is for the caller to name as passing
 
 Revoking runs records them ``REVOKED`` with the reason first and then
 broadcasts the revoke, so that the record of a run the revoke terminates
-says why rather than just "terminated".
+says why rather than just "terminated". Beat ends the runs overlap
+``replace`` displaces in the transaction that records their replacements
+and checks its marks, and broadcasts with :func:`revoke_recorded` once that
+transaction is committed.
 """
 
 from __future__ import annotations
@@ -76,4 +79,10 @@ def revoke(app: Celery, runs: RunEnds, run_ids: Sequence[str], reason: str) -> N
     if not run_ids:
         return
     runs.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason)
-    broker.revoke(app, list(run_ids))
+    revoke_recorded(app, run_ids)
+
+
+def revoke_recorded(app: Celery, run_ids: Sequence[str]) -> None:
+    """Revoke on every worker runs whose records already say ``REVOKED`` and why."""
+    if run_ids:
+        broker.revoke(app, list(run_ids))

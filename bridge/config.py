@@ -66,7 +66,9 @@ class Settings:
         values: dict[str, Any] = {}
         for field in fields(cls):
             key = f"bridge_{field.name}"
-            parse = _PARSERS[field.type if isinstance(field.type, str) else field.type.__name__]
+            parse, expected = _PARSERS[
+                field.type if isinstance(field.type, str) else field.type.__name__
+            ]
             if conf.get(key) is not None:
                 raw: Any = conf.get(key)
             elif key.upper() in env:
@@ -76,7 +78,7 @@ class Settings:
             try:
                 values[field.name] = parse(str(raw))
             except ValueError:
-                raise ValidationError(key, raw, f"a {field.type} value") from None
+                raise ValidationError(key, raw, expected) from None
             if isinstance(values[field.name], float) and not math.isfinite(values[field.name]):
                 raise ValidationError(key, raw, "a finite number")
             if field.name in _POSITIVE and values[field.name] <= 0:
@@ -96,9 +98,10 @@ _POSITIVE = {
 }
 _NOT_NEGATIVE = {"recorder_retries"}
 
-_PARSERS: dict[str, Callable[[str], Any]] = {
-    "str": str,
-    "float": float,
-    "int": int,
-    "bool": _to_bool,
+#: How a setting of each type is read, and what a refusal says it expected.
+_PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "str": (str, "a text"),
+    "float": (float, "a number"),
+    "int": (int, "a whole number"),
+    "bool": (_to_bool, "true or false"),
 }

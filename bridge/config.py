@@ -80,7 +80,9 @@ class Settings:
         values: dict[str, Any] = {}
         for field in fields(cls):
             key = f"bridge_{field.name}"
-            parse = _PARSERS[field.type if isinstance(field.type, str) else field.type.__name__]
+            parse, expected = _PARSERS[
+                field.type if isinstance(field.type, str) else field.type.__name__
+            ]
             if conf.get(key) is not None:
                 raw: Any = conf.get(key)
             elif key.upper() in env:
@@ -91,7 +93,7 @@ class Settings:
             try:
                 values[field.name] = parse(str(raw))
             except ValueError:
-                raise ValidationError(key, shown, f"a {field.type} value") from None
+                raise ValidationError(key, shown, expected) from None
             if isinstance(values[field.name], float) and not math.isfinite(values[field.name]):
                 raise ValidationError(key, raw, "a finite number")
             if field.name in _POSITIVE and values[field.name] <= 0:
@@ -119,9 +121,10 @@ _POSITIVE = {
 }
 _NOT_NEGATIVE = {"recorder_retries", "beat_metrics_port"}
 
-_PARSERS: dict[str, Callable[[str], Any]] = {
-    "str": str,
-    "float": float,
-    "int": int,
-    "bool": _to_bool,
+#: How a setting of each type is read, and what a refusal says it expected.
+_PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {
+    "str": (str, "a text"),
+    "float": (float, "a number"),
+    "int": (int, "a whole number"),
+    "bool": (_to_bool, "true or false"),
 }

@@ -9,7 +9,10 @@ broker that cannot be reached is for the caller to name as passing
 
 Revoking runs records them ``REVOKED`` with the reason first and then
 broadcasts the revoke, so that the record of a run the revoke terminates
-says why rather than just "terminated".
+says why rather than just "terminated". Beat ends the runs overlap
+``replace`` displaces in the transaction that records their replacements
+and checks its marks, and broadcasts with :func:`revoke_recorded` once that
+transaction is committed.
 """
 
 from __future__ import annotations
@@ -80,5 +83,11 @@ def revoke(
     if not run_ids:
         return []
     ended = runs.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason)
-    broker.revoke(app, ended, terminate)
+    revoke_recorded(app, ended, terminate)
     return ended
+
+
+def revoke_recorded(app: Celery, run_ids: Sequence[str], terminate: bool = True) -> None:
+    """Revoke on every worker runs whose records already say ``REVOKED`` and why."""
+    if run_ids:
+        broker.revoke(app, list(run_ids), terminate)

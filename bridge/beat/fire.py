@@ -7,10 +7,17 @@
    (:func:`bridge.rules.fire.prepare`): the runs to send and their ids, the
    open runs to revoke, the message expiry, the cursor's next place. A row
    whose stored values cannot be used is set aside with the reason.
-3. **Record.** Unusable rows are disabled with their note, runs an overlap
-   ``replace`` displaces are ended ``REVOKED`` and revoked, and the new
-   runs are recorded ``PENDING`` in one transaction that checks each row's
-   mark is still this instance's.
+3. **Record.** One transaction records the new runs ``PENDING``, locks
+   the rows and checks each mark is still this instance's, and only then,
+   for the rows still held, ends the runs an overlap ``replace`` displaces
+   ``REVOKED`` with the reason and disables the unusable rows with their
+   note. A row whose mark was taken over gets none of these writes. Once
+   the transaction is committed the displaced runs are revoked on the
+   workers (``terminate``): an instance that lost a row's lease never
+   terminates its runs. The revoke still goes out before the replacing run
+   is published, and a replacement is never recorded without the
+   ``REVOKED`` records of the runs it displaces (a resumed fire sends the
+   recorded run and decides nothing anew, so it would not revoke them).
 4. **Publish.** The ``PENDING`` runs go out over one producer, pipelined.
 5. **Mark sent.** One statement moves them to ``SENT``.
 6. **Advance.** One transaction moves each row's cursor and clears its mark.
@@ -38,7 +45,7 @@ from bridge.errors import BridgeError
 from bridge.rules.decisions import OpenRun, Send, split_stale
 from bridge.rules.fire import Fire, RowRefused, ScheduleRow, prepare
 from bridge.rules.kinds import RunStatus
-from bridge.storage.beat import Advance, BeatStore, Recorded, Sent
+from bridge.storage.beat import Advance, BeatStore, Recorded, Replaced, Sent
 from bridge.storage.database import DatabaseError
 from bridge.storage.housekeeping import Housekeeping, LostRun
 from bridge.storage.models import PeriodicTask
@@ -251,25 +258,31 @@ class FireSequence:
     def _record(
         self, batch: _Batch, fires: list[Fire], bad: dict[int, str], now: datetime
     ) -> Recorded:
-        """Disable the rows set aside, revoke what ``replace`` displaces, record the runs."""
+        """Record the runs, end what ``replace`` displaces and disable the rows set aside,
+        in one transaction that checks the marks; then revoke, for the rows still held."""
         self._renew(batch)
-        self.store.disable(bad, self.instance, now)
-        for fire in fires:
-            if fire.plan.revoke:
-                self._revoke(fire)
         records = [record for fire in fires for record in fire.records(now)]
-        recorded = self.store.record_runs(records, self.instance, batch.marked)
+        replaced = [
+            Replaced(fire.row.id, fire.plan.revoke, fire.revoke_reason)
+            for fire in fires
+            if fire.plan.revoke
+        ]
+        recorded = self.store.record_runs(
+            records, self.instance, batch.marked, now, replaced=replaced, bad=bad
+        )
         for fire in fires:
             if fire.row.id in recorded.lost:
                 # Whoever holds the row now resumes this fire from its records.
                 logger.warning("bridge: lost the mark on %r while firing it", fire.row.name)
+            elif fire.plan.revoke:
+                self._revoke(fire)
         return recorded
 
     def _revoke(self, fire: Fire) -> None:
-        """Overlap ``replace``: end the open runs REVOKED with the reason, then revoke them."""
+        """Overlap ``replace``: revoke the open runs the record transaction ended REVOKED."""
         reason = fire.revoke_reason
         try:
-            sending.revoke(self.app, self.store, fire.plan.revoke, reason)
+            sending.revoke_recorded(self.app, fire.plan.revoke)
         except self.outbox.errors() as exc:
             logger.debug("bridge: could not revoke runs of %r: %s", fire.row.name, exc)
             raise PublishFailed(exc) from exc

@@ -7,12 +7,12 @@ a schedule it does not hold. Each method is one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Select, delete, func, or_, select, update
+from sqlalchemy import ColumnElement, Select, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from bridge.rules.decisions import OpenRun, Plan
@@ -25,7 +25,16 @@ from bridge.storage.models import PeriodicTask, TaskExecution
 from bridge.storage.runs import Sent
 from bridge.storage.sql import among
 
-__all__ = ["Advance", "Advanced", "BeatStore", "Recorded", "Sent"]
+__all__ = ["Advance", "Advanced", "BeatStore", "Recorded", "Replaced", "Sent"]
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """The open runs of a row that overlap ``replace`` ends ``REVOKED``, and why."""
+
+    schedule_id: int
+    run_ids: Sequence[str]
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,8 @@ class Recorded:
 
     ``inserted``: the runs this call wrote (the others existed already);
     ``statuses``: the status now of each run of a row still held;
-    ``lost``: the rows whose mark was taken over, for which nothing was recorded.
+    ``lost``: the rows whose mark was taken over, for which nothing was recorded,
+    revoked or disabled.
     """
 
     inserted: set[str]
@@ -118,24 +128,47 @@ class BeatStore:
             return runs.finish_runs(session, run_ids, status, now, reason)
 
     def record_runs(
-        self, records: Sequence[dict[str, Any]], instance: str, marked: datetime
+        self,
+        records: Sequence[dict[str, Any]],
+        instance: str,
+        marked: datetime,
+        now: datetime,
+        replaced: Sequence[Replaced] = (),
+        bad: Mapping[int, str] | None = None,
     ) -> Recorded:
-        """Insert run records (``PENDING``) for the rows whose mark ``instance`` still holds.
+        """Record a batch's runs (``PENDING``) for the rows whose mark ``instance`` still
+        holds, end the runs they replace and disable the rows set aside (``bad``: their
+        notes), all in one transaction.
 
-        One transaction for a whole batch: the records are inserted, then the
-        schedule rows are locked and their marks checked, and the records of
-        rows whose lease was taken over are removed again, so an instance that
-        lost a lease records nothing through it and learns it must not
-        publish. The lock keeps another instance from taking a row over in
-        between (its claim skips locked rows). The runs are written before
-        the schedule rows are locked, the order the workers use (a run, then
+        The records are inserted, the runs ``replace`` displaces are locked,
+        then the schedule rows are locked and their marks checked. Only for
+        the rows still held are the displaced runs ended ``REVOKED`` with
+        their reason and the bad rows disabled; the records of rows whose
+        lease was taken over are removed again, so an instance that lost a
+        lease writes nothing through it and learns it must neither revoke
+        nor publish. The lock keeps another instance from taking a row over
+        in between (its claim skips locked rows). Runs are locked before the
+        schedule rows, in id order, the order the workers use (a run, then
         its schedule), so the two never deadlock. The statuses returned say
         which runs still need publishing.
         """
-        schedule_ids = sorted({record["periodic_task_id"] for record in records})
+        bad = bad or {}
+        schedule_ids = sorted(
+            {record["periodic_task_id"] for record in records}
+            | {replacing.schedule_id for replacing in replaced}
+            | set(bad)
+        )
         run_ids = [record["id"] for record in records]
+        displaced = sorted({run_id for replacing in replaced for run_id in replacing.run_ids})
         with self.database.session() as session:
             inserted = runs.insert_runs(session, records)
+            if displaced:
+                session.execute(
+                    select(TaskExecution.id)
+                    .where(among(session, TaskExecution.id, displaced))
+                    .order_by(TaskExecution.id)
+                    .with_for_update()
+                )
             held = set(
                 session.scalars(
                     _held(session, schedule_ids, instance, marked)
@@ -151,6 +184,12 @@ class BeatStore:
                         among(session, TaskExecution.id, inserted & set(undone))
                     )
                 )
+            for replacing in replaced:
+                if replacing.schedule_id in held:
+                    runs.finish_runs(
+                        session, replacing.run_ids, RunStatus.REVOKED, now, replacing.reason
+                    )
+            _disable(session, {key: note for key, note in bad.items() if key in held}, now)
             statuses = {
                 run_id: RunStatus(status)
                 for run_id, status in session.execute(
@@ -238,13 +277,7 @@ class BeatStore:
         if not notes:
             return
         with self.database.session() as session:
-            for schedule_id, note in sorted(notes.items()):
-                session.execute(
-                    update(PeriodicTask)
-                    .where(PeriodicTask.id == schedule_id, PeriodicTask.worker == instance)
-                    .values(enabled=False, note=note, worker=None, marked=None, updated_at=now)
-                    .execution_options(synchronize_session=False)
-                )
+            _disable(session, notes, now, PeriodicTask.worker == instance)
 
     def release(self, instance: str, schedule_ids: Sequence[int] | None = None) -> None:
         """Clear the marks ``instance`` holds (all of them, or those of ``schedule_ids``)."""
@@ -281,6 +314,19 @@ def _held(
         PeriodicTask.worker == instance,
         PeriodicTask.marked == marked,
     )
+
+
+def _disable(
+    session: Session, notes: Mapping[int, str], now: datetime, *guards: ColumnElement[bool]
+) -> None:
+    """Take rows out of rotation, each with its note, and unmark them (where ``guards`` hold)."""
+    for schedule_id, note in sorted(notes.items()):
+        session.execute(
+            update(PeriodicTask)
+            .where(PeriodicTask.id == schedule_id, *guards)
+            .values(enabled=False, note=note, worker=None, marked=None, updated_at=now)
+            .execution_options(synchronize_session=False)
+        )
 
 
 def _locked(

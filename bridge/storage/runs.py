@@ -11,14 +11,14 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import ARRAY, Integer, bindparam, cast, func, literal, select, true, update
+from sqlalchemy import bindparam, select, true, update
 from sqlalchemy.orm import Session
 
 from bridge.rules.decisions import OpenRun
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.storage.lifecycle import count_unsettled, settle_runs
 from bridge.storage.models import PeriodicTask, TaskExecution, UTCDateTime
-from bridge.storage.sql import among, insert_or_skip, is_postgres
+from bridge.storage.sql import among, insert_or_skip, is_postgres, unnested
 
 
 class Sent(NamedTuple):
@@ -34,7 +34,7 @@ def insert_runs(session: Session, runs: Sequence[dict[str, Any]]) -> set[str]:
 
     The ids come back from ``RETURNING``, which lists only the rows written.
     On PostgreSQL the rows go as one array per column (``INSERT ... SELECT
-    FROM unnest(...)``), for the reason given in :func:`bridge.storage.sql.one_of`;
+    FROM unnest(...)``, :func:`bridge.storage.sql.unnested`);
     elsewhere SQLAlchemy sends them as multi-row statements. The runs share their keys.
     """
     if not runs:
@@ -42,8 +42,9 @@ def insert_runs(session: Session, runs: Sequence[dict[str, Any]]) -> set[str]:
     if is_postgres(session):
         names = list(runs[0])
         table = TaskExecution.__table__.c
-        arrays = [literal([run[name] for run in runs], ARRAY(table[name].type)) for name in names]
-        rows = func.unnest(*arrays).table_valued(*names).render_derived(name="new_runs")
+        rows = unnested(
+            "new_runs", {name: (table[name].type, [run[name] for run in runs]) for name in names}
+        )
         statement = (
             insert_or_skip(session, TaskExecution)
             .from_select(names, select(*rows.c))
@@ -78,8 +79,7 @@ def open_runs_of(session: Session, schedule_ids: Sequence[int]) -> dict[int, lis
         TaskExecution.attempt,
     )
     if is_postgres(session):
-        ids = cast(list(schedule_ids), ARRAY(Integer))
-        wanted = func.unnest(ids).table_valued("id").render_derived(name="wanted")
+        wanted = unnested("wanted", {"id": (PeriodicTask.id.type, schedule_ids)})
         runs = (
             select(*columns)
             .where(TaskExecution.periodic_task_id == wanted.c.id, open_status)
@@ -142,14 +142,13 @@ def mark_sent(session: Session, runs: Sequence[Sent], now: datetime) -> None:
     values = {"status": RunStatus.SENT, "queued_at": now, "updated_at": now}
     unsent = TaskExecution.status == RunStatus.PENDING
     if is_postgres(session):
-        # One statement, its runs and expiries bound as two arrays (see sql.one_of).
-        sent = (
-            func.unnest(
-                literal(run_ids, ARRAY(TaskExecution.id.type)),
-                literal([run.expires_at for run in runs], ARRAY(UTCDateTime())),
-            )
-            .table_valued("id", "expires_at")
-            .render_derived(name="sent")
+        # One statement, its runs and expiries bound as two arrays (see sql.unnested).
+        sent = unnested(
+            "sent",
+            {
+                "id": (TaskExecution.id.type, run_ids),
+                "expires_at": (UTCDateTime(), [run.expires_at for run in runs]),
+            },
         )
         session.execute(
             update(TaskExecution)

@@ -6,10 +6,10 @@ each dialect trick is written once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import ARRAY, ColumnElement, any_, bindparam, literal
+from sqlalchemy import ARRAY, ColumnElement, TableValuedAlias, any_, bindparam, func, literal
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -52,3 +52,15 @@ def one_of(
 def among(session: Session, column: Any, values: Iterable[Any]) -> ColumnElement[bool]:
     """:func:`one_of` for the session's dialect, the values bound now."""
     return one_of(column, values, postgres=is_postgres(session))
+
+
+def unnested(name: str, columns: Mapping[str, tuple[Any, Sequence[Any]]]) -> TableValuedAlias:
+    """Rows bound as one array per column, for PostgreSQL: ``unnest(:a, :b) AS name(a, b)``.
+
+    ``columns`` gives each column's name, its SQL type and its values, all
+    of one length. For the reason given in :func:`one_of`, a statement over
+    a batch binds its rows so rather than as one parameter per value: the
+    statement stays the same whatever the number of rows.
+    """
+    arrays = [literal(list(values), ARRAY(kind)) for kind, values in columns.values()]
+    return func.unnest(*arrays).table_valued(*columns).render_derived(name=name)

@@ -101,7 +101,7 @@ def test_a_bad_setting_or_database_url_is_one_line(embedded_env: Env) -> None:
     """At the CLI, at beat start and at worker start; a password is never repeated."""
     env = embedded_env
     cases = [
-        ({"BRIDGE_LEASE_SECONDS": "soon"}, "bridge_lease_seconds", "'soon'"),
+        ({"BRIDGE_LEASE_SECONDS": "soon"}, "bridge_lease_seconds", "'soon', expected a number"),
         ({"BRIDGE_WORKER_TIMEOUT": "-5"}, "bridge_worker_timeout", "'-5'"),
         ({"BRIDGE_DATABASE_URL": "mysql://root:secret@db/app"}, "bridge_database_url", "mysql"),
         ({"BRIDGE_DATABASE_URL": "not a url"}, "bridge_database_url", "'not a url'"),

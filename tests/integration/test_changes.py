@@ -1,7 +1,7 @@
 """A change to a schedule wakes a sleeping beat at once on PostgreSQL.
 
 Beat runs with a poll interval of two minutes, so only the change
-notification (migration 0005's triggers, ``bridge.changes``) can explain a
+notification (migration 0005's triggers, ``bridge.storage.listener``) can explain a
 run that starts within seconds of the change. Each test waits far longer
 than the notification needs and far shorter than the poll.
 """

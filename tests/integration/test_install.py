@@ -8,7 +8,8 @@ of the user's own (the README's "Using it in your project"), a real worker
 and ``celery beat -S bridge`` run a schedule to ``SUCCESS``: on PostgreSQL
 with Redis and with RabbitMQ, on the embedded default (SQLite and the
 filesystem broker) with no extra at all, with every direct dependency at
-its lowest allowed version, and on the newest supported Python.
+its lowest allowed version on the oldest supported Python, and on the
+newest supported Python.
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ from tests.support import (
 
 pytestmark = pytest.mark.e2e
 
-#: The newest Python the project supports (see README and pyproject's classifiers).
+#: The oldest and the newest Python the project supports (see README and pyproject's
+#: classifiers).
+OLDEST_PYTHON = "3.11"
 NEWEST_PYTHON = "3.13"
 
 #: The user's project: the README's app, configured from the environment of the test.
@@ -166,7 +169,7 @@ def clean_environ(venv: Venv, **extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def readme_venv(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Venv:
-    """The README's install line, on the Python running the tests (the oldest supported)."""
+    """The README's install line, on the Python running the tests."""
     requirement = with_extras(dist.wheel, readme_install_line())
     return make_venv(tmp_path_factory.mktemp("venv") / "env", sys.executable, requirement)
 
@@ -177,11 +180,16 @@ def bare_venv(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Venv:
     return make_venv(tmp_path_factory.mktemp("venv") / "env", sys.executable, str(dist.wheel))
 
 
+#: The extras installed at their lower bounds: the README's, and Flower's.
+LOWEST_EXTRAS = ("postgres", "redis", "flower")
+
+
 def lowest_constraints(where: Path) -> Path:
     """Every direct dependency of pyproject.toml pinned to its lower bound."""
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    wanted = [*project["dependencies"], *project["optional-dependencies"]["postgres"]]
-    wanted += project["optional-dependencies"]["redis"]
+    wanted = list(project["dependencies"])
+    for extra in LOWEST_EXTRAS:
+        wanted += project["optional-dependencies"][extra]
     pins = []
     for requirement in wanted:
         found = re.fullmatch(r"([A-Za-z0-9_.-]+)(?:\[[^]]*\])?>=([0-9.]+)", requirement)
@@ -227,7 +235,7 @@ class Project:
         return list(json.loads(self.celery("bridge", "history", name, "--json").stdout))
 
 
-def runs_on(venv: Venv, folder: Path, database_url: str, broker_url: str) -> None:
+def runs_on(venv: Venv, folder: Path, database_url: str, broker_url: str) -> Project:
     """The README's steps in the user's project: migrate, add, worker, beat, runs SUCCESS."""
     project = Project(venv, folder, database_url, broker_url)
     try:
@@ -255,6 +263,7 @@ def runs_on(venv: Venv, folder: Path, database_url: str, broker_url: str) -> Non
         raise
     finally:
         project.stop()
+    return project
 
 
 def test_the_readme_install_line_is_the_documented_one() -> None:
@@ -316,21 +325,27 @@ def test_every_module_imports_with_only_what_its_extra_installs(
 
 
 def test_the_lowest_allowed_versions(dist: Dist, tmp_path: Path) -> None:
-    """Every direct dependency at the lower bound pyproject.toml gives it."""
+    """Every direct dependency at the lower bound pyproject.toml gives it, Flower's
+    included, on the oldest supported Python whichever Python runs the tests."""
+    readme_extras = re.fullmatch(r"celery-periodic-bridge\[([a-z,]+)\]", readme_install_line())
+    assert readme_extras, readme_install_line()
+    assert set(readme_extras.group(1).split(",")) <= set(LOWEST_EXTRAS)
     constraints = lowest_constraints(tmp_path)
     venv = make_venv(
-        tmp_path / "env", sys.executable, with_extras(dist.wheel, readme_install_line()),
-        "--constraint", str(constraints),
+        tmp_path / "env", interpreter(OLDEST_PYTHON),
+        f"{dist.wheel}[{','.join(LOWEST_EXTRAS)}]", "--constraint", str(constraints),
     )  # fmt: skip
-    installed = venv.python(
-        "from importlib.metadata import version\n"
-        "print(version('celery'), version('kombu'), version('sqlalchemy'))"
-    ).split()
+    assert venv.python("import sys; print(sys.version)").startswith(f"{OLDEST_PYTHON}.")
     pins = dict(line.split("==") for line in constraints.read_text().split())
-    lowest = [pins["celery"], pins["kombu"], pins["sqlalchemy"]]
-    assert [Version(v) for v in installed] == [Version(v) for v in lowest]
+    names = ["celery", "kombu", "sqlalchemy", "alembic", "psycopg", "click", "flower"]
+    installed = venv.python(
+        f"from importlib.metadata import version\nprint(*(version(name) for name in {names!r}))"
+    ).split()
+    assert [Version(v) for v in installed] == [Version(pins[name]) for name in names]
     with postgres_database() as database_url:
-        runs_on(venv, tmp_path / "proj", database_url, redis_broker())
+        project = runs_on(venv, tmp_path / "proj", database_url, redis_broker())
+        # Flower's command loads into that Celery.
+        assert project.celery("flower", "--help").stdout.startswith("Usage: celery flower")
 
 
 def test_the_newest_supported_python(dist: Dist, tmp_path: Path) -> None:

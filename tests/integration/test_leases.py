@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bridge import Bridge
+import pytest
+from celery import Celery
+from sqlalchemy import select
+
+from bridge import Bridge, broker
+from bridge.beat.fire import FireSequence
 from bridge.clock import utcnow
+from bridge.config import Settings
 from bridge.storage.beat import BeatStore
+from bridge.storage.housekeeping import Housekeeping
+from bridge.storage.models import PeriodicTask, TaskExecution
 
 LEASE = timedelta(seconds=30)
+QUICK = "workers.app.quick"
 
 
 def test_a_renewed_lease_holds_and_an_expired_one_is_taken_over(api: Bridge) -> None:
@@ -30,3 +39,66 @@ def test_a_renewed_lease_holds_and_an_expired_one_is_taken_over(api: Bridge) -> 
     assert sorted(row.name for row in taken) == ["a", "b"]
     assert store.renew("beat-1", [row.id for row in mine], renewed_at + LEASE) == set()
     assert store.reread([mine[0].id], "beat-1", renewed_at) == {}
+
+
+def test_a_beat_that_lost_its_lease_revokes_disables_and_records_nothing(
+    api: Bridge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Overlap ``replace`` and a bad row, fired by a beat whose marks were taken over: it
+    neither ends nor terminates the running run, nor disables the row; the new holder does."""
+    api.add("replacing", task=QUICK, timer="every 10s", overlap="replace")
+    api.add("bad", task=QUICK, timer="every 10s")
+    now = utcnow()
+    running = "0b5e7c8e-2f4a-4d51-9a3e-6c1f0d2b7a90"
+    with api.database.session() as session:
+        rows = {row.name: row for row in session.scalars(select(PeriodicTask))}
+        for row in rows.values():
+            row.next_occurrence = row.nextrun = row.anchor
+        rows["bad"].timer = "every fortnight"
+        replacing = rows["replacing"]
+        session.add(
+            TaskExecution(
+                id=running,
+                periodic_task_id=replacing.id,
+                task=QUICK,
+                plan_time=replacing.anchor - timedelta(seconds=10),
+                attempt=1,
+                trigger="scheduled",
+                status="STARTED",
+                updated_at=now,
+            )
+        )
+    revoked: list[list[str]] = []
+    monkeypatch.setattr(broker, "revoke", lambda app, ids, **_: revoked.append(list(ids)))
+    app = Celery("lease-test", broker="memory://")
+    store = BeatStore(api.database)
+
+    def fire(instance: str, claimed: list[PeriodicTask]) -> int:
+        fires = FireSequence(app, Settings(), store, Housekeeping(api.database), instance)
+        return fires.fire(claimed, lambda: False)
+
+    mine = store.claim_due("beat-1", now, LEASE, 10)
+    theirs = store.claim_due("beat-2", now + LEASE + timedelta(seconds=1), LEASE, 10)
+    assert {row.name for row in mine} == {row.name for row in theirs} == {"replacing", "bad"}
+
+    assert fire("beat-1", mine) == 0
+    assert revoked == []
+    with api.database.session() as session:
+        run = session.get(TaskExecution, running)
+        assert run is not None and (run.status, run.error) == ("STARTED", None)
+        assert session.scalars(select(TaskExecution.id)).all() == [running]
+        bad = session.scalars(select(PeriodicTask).where(PeriodicTask.name == "bad")).one()
+        assert (bad.enabled, bad.note, bad.worker) == (True, None, "beat-2")
+
+    assert fire("beat-2", theirs) == 1
+    assert revoked == [[running]]
+    [new] = [r for r in api.history("replacing") if r.id != running]
+    with api.database.session() as session:
+        run = session.get(TaskExecution, running)
+        assert run is not None and (run.status, run.error) == (
+            "REVOKED",
+            f"replaced by run {new.id}",
+        )
+        bad = session.scalars(select(PeriodicTask).where(PeriodicTask.name == "bad")).one()
+        assert not bad.enabled and bad.note is not None
+        assert bad.note.startswith("disabled by beat: bad row: timer: got 'every fortnight'")

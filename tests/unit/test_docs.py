@@ -4,7 +4,7 @@ Every ```console block of README.md and docs/*.md is read. A command line
 (``$ ...``, with its ``\\`` continuation lines joined) that runs ``celery`` is
 split as a shell would split it, then given to click's own parser: Celery's
 global options, then the subcommand. For ``celery ... bridge SUB ...`` the
-subcommand must be one of :data:`bridge.cli.bridge`'s, and its options and
+subcommand must be one of :data:`bridge.manage.cli.bridge`'s, and its options and
 arguments must parse; for ``celery ... beat`` and ``celery ... worker`` the
 options must be Celery's. Nothing is invoked and no service is needed.
 

@@ -1,8 +1,8 @@
 """Tests of the checks every schedule definition goes through, and of their refusals.
 
-Covers bridge.spec (definitions and their first occurrence), bridge.config (settings
-lookup), bridge.sync.timer_text (``beat_schedule`` values into timer texts) and
-bridge.dispatch (run ids and payloads).
+Covers bridge.rules.definition (definitions and their first occurrence), bridge.config
+(settings lookup), bridge.beat.sync.timer_text (``beat_schedule`` values into timer texts)
+and bridge.rules.runs (run ids, payloads and message options).
 Each refusal must name the field and repeat the value, so a user can find and fix it.
 """
 
@@ -362,22 +362,37 @@ def test_settings_parses_text_values_from_app_conf() -> None:
 
 
 @pytest.mark.parametrize(
-    ("conf", "environ", "field", "value"),
+    ("conf", "environ", "field", "value", "expected"),
     [
-        ({}, {"BRIDGE_BATCH_SIZE": "many"}, "bridge_batch_size", "many"),
-        ({}, {"BRIDGE_LEASE_SECONDS": "soon"}, "bridge_lease_seconds", "soon"),
-        ({}, {"BRIDGE_RECORD_ALL_TASKS": "maybe"}, "bridge_record_all_tasks", "maybe"),
-        ({"bridge_stale_run_seconds": "1h"}, {}, "bridge_stale_run_seconds", "1h"),
-        ({"bridge_recorder_retries": "2.5"}, {}, "bridge_recorder_retries", "2.5"),
+        ({}, {"BRIDGE_BATCH_SIZE": "many"}, "bridge_batch_size", "many", "a whole number"),
+        ({}, {"BRIDGE_LEASE_SECONDS": "soon"}, "bridge_lease_seconds", "soon", "a number"),
+        (
+            {},
+            {"BRIDGE_RECORD_ALL_TASKS": "maybe"},
+            "bridge_record_all_tasks",
+            "maybe",
+            "true or false",
+        ),
+        ({"bridge_stale_run_seconds": "1h"}, {}, "bridge_stale_run_seconds", "1h", "a number"),
+        (
+            {"bridge_recorder_retries": "2.5"},
+            {},
+            "bridge_recorder_retries",
+            "2.5",
+            "a whole number",
+        ),
     ],
 )
 def test_settings_refuse_a_bad_value_naming_the_setting(
-    conf: dict[str, Any], environ: dict[str, str], field: str, value: str
+    conf: dict[str, Any], environ: dict[str, str], field: str, value: str, expected: str
 ) -> None:
-    """A malformed setting stops startup with the setting's bridge_* name and the value."""
+    """A malformed setting stops startup with the setting's bridge_* name, the value and
+    what it should have been, in words."""
     with pytest.raises(ValidationError) as caught:
         Settings.from_app(make_app(**conf), environ=environ)
     assert_refusal(caught.value, field, value)
+    assert caught.value.expected == expected
+    assert str(caught.value) == f"{field}: got {value!r}, expected {expected}"
 
 
 # ------------------------------------------------------------------------- timer_text

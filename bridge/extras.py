@@ -45,6 +45,18 @@ class MissingExtra(BridgeError):
         )
 
 
+class NeedsExtra(BridgeError):
+    """A feature whose libraries come with an extra that is not installed."""
+
+    def __init__(self, feature: str, extra: str, problem: ImportError) -> None:
+        self.extra = extra
+        detail = str(problem).splitlines()[0] if str(problem) else problem.name
+        super().__init__(
+            f"{feature} needs the {extra} extra ({detail}): "
+            f"pip install 'celery-periodic-bridge[{extra}]'"
+        )
+
+
 def scheme_of(url: str) -> str:
     """The part of a URL before ``://`` and any ``+driver``: ``postgresql``, ``redis``, ..."""
     return url.split("://", 1)[0].split("+", 1)[0].lower()

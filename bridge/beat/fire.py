@@ -39,6 +39,7 @@ import kombu.exceptions
 from celery import Celery
 
 from bridge import sending
+from bridge.beat.metrics import BeatMetrics
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import BridgeError
@@ -162,6 +163,7 @@ class FireSequence:
         self.housekeeping = housekeeping
         self.instance = instance
         self.outbox = Outbox(app)
+        self.metrics = BeatMetrics()
         #: Runs published since beat started.
         self.sent = 0
         #: A defect hit a row: the tick is followed by a pause.
@@ -180,8 +182,13 @@ class FireSequence:
             self.store.release(self.instance, batch.ids)
             return 0
         recorded = self._record(batch, fires, bad, now)
+        self.metrics.lost_marks(len(recorded.lost))
         fires = [fire for fire in fires if fire.row.id not in recorded.lost]
         published = self._publish(batch, fires, recorded)
+        sent_at = utcnow()
+        self.metrics.published(
+            (sent_at - (fire.row.nextrun or now)).total_seconds() for fire, _, _ in published.sent
+        )
         self._mark_sent(published)
         failed = set(published.failed)
         self._advance(batch, [f for f in fires if f.row.id not in failed], recorded, now)
@@ -396,6 +403,7 @@ class FireSequence:
             for fire in fires
         ]
         done = self.store.advance(advances, self.instance, batch.marked, now)
+        self.metrics.lost_marks(len(done.lost))
         names = {fire.row.id: fire.row.name for fire in fires}
         for row_id in done.lost:
             logger.warning("bridge: lost the mark on %r before advancing it", names[row_id])

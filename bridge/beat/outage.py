@@ -29,8 +29,14 @@ class Guard:
     ``on_database_lost`` is called when the database cannot be reached.
     """
 
-    def __init__(self, on_database_lost: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        on_database_lost: Callable[[], None],
+        on_trouble: Callable[[str], None] = lambda kind: None,
+    ) -> None:
         self.on_database_lost = on_database_lost
+        #: Told the kind of each trouble as it begins (``database``, ``broker``, ...).
+        self.on_trouble = on_trouble
         self.backoff = 0.0
         #: The kind of trouble last logged, until work succeeds again.
         self._outage: str | None = None
@@ -43,7 +49,7 @@ class Guard:
             reason = error_reason(exc)
             if is_conflict(exc):
                 # A deadlock or serialization failure the database broke: transient.
-                self._trouble(reason, f"database conflict ({reason}); retrying")
+                self._trouble(reason, f"database conflict ({reason}); retrying", "conflict")
             else:
                 self.on_database_lost()
                 self._trouble("database", f"database unreachable ({reason}); retrying with backoff")
@@ -53,7 +59,7 @@ class Guard:
             return self.backoff
         except Exception as exc:
             message = f"tick failed ({type(exc).__name__}: {exc}); retrying with backoff"
-            self._trouble(message, message, with_traceback=True)
+            self._trouble(message, message, "defect", with_traceback=True)
             return self.backoff
         if self._outage is not None:
             logger.warning("bridge: recovered; ticking again")
@@ -61,9 +67,15 @@ class Guard:
         self.backoff = 0.0
         return 0.0 if result is None else float(result)
 
-    def _trouble(self, kind: str, message: str, with_traceback: bool = False) -> None:
-        """Back off; log ``message`` unless trouble of this ``kind`` is already logged."""
+    def _trouble(
+        self, kind: str, message: str, counted: str = "", with_traceback: bool = False
+    ) -> None:
+        """Back off; log ``message`` unless trouble of this ``kind`` is already logged.
+
+        ``counted`` names the trouble for the metrics (``kind`` itself by default).
+        """
         self.backoff = min(MAX_BACKOFF, max(0.5, self.backoff * 2))
         if self._outage != kind:
             logger.error("bridge: %s", message, exc_info=with_traceback)
+            self.on_trouble(counted or kind)
         self._outage = kind

@@ -31,6 +31,7 @@ from celery.beat import Scheduler
 
 from bridge.beat.fire import FireSequence
 from bridge.beat.housekeeping import Housekeeper
+from bridge.beat.metrics import BeatMetrics, beat_metrics
 from bridge.beat.outage import Guard
 from bridge.beat.sync import sync_beat_schedule
 from bridge.broker import check_broker
@@ -83,11 +84,15 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             # pool, and the tick is retried like any other database error.
             self.database = Database(self.settings.database_url, pre_ping=False)
         self.instance = instance_id()
+        self.metrics = BeatMetrics()
         self.store = BeatStore(self.database)
         self.housekeeper = Housekeeper(
             Housekeeping(self.database), self.settings, self.instance, utcnow()
         )
-        self.guard = Guard(on_database_lost=self.housekeeper.database_lost)
+        self.guard = Guard(
+            on_database_lost=self.housekeeper.database_lost,
+            on_trouble=lambda kind: self.metrics.outage(kind),
+        )
         self.fires = FireSequence(
             app, self.settings, self.store, self.housekeeper.store, self.instance
         )
@@ -108,6 +113,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         with _fatal_at_start():
             check_broker(self.app)
             driver = self.database.engine.dialect.driver
+            self.metrics = self.fires.metrics = beat_metrics(self.settings)
         if driver == "psycopg":
             from bridge.storage.listener import ChangeListener
 
@@ -175,11 +181,10 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self.settings.batch_size,
         )
         fired = self.fires.fire(claimed, lambda: self._stopping) if claimed else 0
+        took = time.perf_counter() - started
+        self.metrics.ticked(took, len(claimed))
         logger.debug(
-            "bridge: tick claimed %d fired %d in %.1f ms",
-            len(claimed),
-            fired,
-            (time.perf_counter() - started) * 1000,
+            "bridge: tick claimed %d fired %d in %.1f ms", len(claimed), fired, took * 1000
         )
         # Housekeeping after the fire, which is what the wake-up was timed for.
         self.housekeeper.run(utcnow(), self.fires.sent)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TextIO, TypeVar
 import click
 
 from bridge.errors import BridgeError, ValidationError
+from bridge.extras import NeedsExtra
 from bridge.manage.api import (
     MAX_FORECAST,
     NOTE_RUNNING_RUN,
@@ -826,8 +827,10 @@ def serve(ctx: click.Context, host: str, port: int, workers: int) -> None:
 
     Without an API token configured it listens on a loopback address only.
     """
-    from bridge.manage.web.server import serve as run_server
-
+    try:
+        from bridge.manage.web.server import serve as run_server
+    except ImportError as exc:
+        raise NeedsExtra("bridge serve", "web", exc) from None
     root = ctx.find_root()
     run_server(_bridge(ctx), host, port, workers, app_path=root.params.get("app"))
 

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tarfile
 import tomllib
+import urllib.request
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,8 @@ from packaging.version import Version
 from tests.support import (
     REPO,
     CeleryProcess,
+    answers,
+    free_port,
     postgres_database,
     rabbitmq_broker,
     redis_broker,
@@ -181,7 +184,7 @@ def bare_venv(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Venv:
 
 
 #: The extras installed at their lower bounds: the README's, and Flower's.
-LOWEST_EXTRAS = ("postgres", "redis", "flower")
+LOWEST_EXTRAS = ("postgres", "redis", "web", "flower")
 
 
 def lowest_constraints(where: Path) -> Path:
@@ -266,6 +269,28 @@ def runs_on(venv: Venv, folder: Path, database_url: str, broker_url: str) -> Pro
     return project
 
 
+def serves(project: Project) -> None:
+    """``bridge serve`` answers over HTTP: the API, its document and page, /metrics."""
+    port = free_port()
+    server = project.start("serve", "bridge", "serve", "--port", str(port))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(lambda: answers(f"{base}/readyz"), 60, what="the server")
+        with urllib.request.urlopen(f"{base}/api/v1/schedules?limit=5") as response:
+            page = json.load(response)
+        assert [item["name"] for item in page["items"]] == ["hello"]
+        with urllib.request.urlopen(f"{base}/metrics") as response:
+            assert "bridge_schedule_info{" in response.read().decode()
+        with urllib.request.urlopen(f"{base}/docs/static/swagger-ui-bundle.js") as response:
+            assert response.status == 200
+        assert "Traceback" not in server.log, server.log[-3000:]
+    except BaseException:
+        print(f"===== serve =====\n{server.log[-4000:]}")
+        raise
+    finally:
+        server.stop()
+
+
 def test_the_readme_install_line_is_the_documented_one() -> None:
     """The README names the extras this test installs; each is one pyproject declares."""
     line = readme_install_line()
@@ -278,7 +303,7 @@ def test_the_readme_install_line_is_the_documented_one() -> None:
 
 def test_postgresql_and_redis(readme_venv: Venv, tmp_path: Path) -> None:
     with postgres_database() as database_url:
-        runs_on(readme_venv, tmp_path / "proj", database_url, redis_broker())
+        serves(runs_on(readme_venv, tmp_path / "proj", database_url, redis_broker()))
 
 
 def test_postgresql_and_rabbitmq(readme_venv: Venv, tmp_path: Path) -> None:
@@ -288,7 +313,16 @@ def test_postgresql_and_rabbitmq(readme_venv: Venv, tmp_path: Path) -> None:
 
 def test_the_embedded_default_needs_no_extra(bare_venv: Venv, tmp_path: Path) -> None:
     database_url = f"sqlite:///{tmp_path / 'proj' / 'bridge.db'}"
-    runs_on(bare_venv, tmp_path / "proj", database_url, "filesystem://")
+    project = runs_on(bare_venv, tmp_path / "proj", database_url, "filesystem://")
+    command = [str(bare_venv.bin / "celery"), "-A", "proj", "bridge", "serve"]
+    refused = subprocess.run(
+        command, cwd=project.folder, env=project.environ, capture_output=True, text=True
+    )
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines() == [
+        "Error: bridge serve needs the web extra (No module named 'fastapi'): "
+        "pip install 'celery-periodic-bridge[web]'"
+    ]
 
 
 def test_every_command_has_help(readme_venv: Venv, tmp_path: Path) -> None:
@@ -310,7 +344,8 @@ def test_every_module_imports_with_only_what_its_extra_installs(
     """No module of the package needs a test or development dependency.
 
     With the README's extras every module imports; with none, every module
-    but the PostgreSQL change listener, which needs the ``postgres`` extra.
+    but the PostgreSQL change listener, which needs the ``postgres`` extra,
+    and the HTTP side, which needs the ``web`` extra.
     """
     probe = (
         "import importlib, pkgutil, bridge\n"
@@ -321,7 +356,10 @@ def test_every_module_imports_with_only_what_its_extra_installs(
         "        print(info.name, exc.name)\n"
     )
     assert readme_venv.python(probe) == ""
-    assert bare_venv.python(probe).splitlines() == ["bridge.storage.listener psycopg"]
+    assert bare_venv.python(probe).splitlines() == [
+        "bridge.manage.web fastapi",
+        "bridge.storage.listener psycopg",
+    ]
 
 
 def test_the_lowest_allowed_versions(dist: Dist, tmp_path: Path) -> None:
@@ -337,7 +375,10 @@ def test_the_lowest_allowed_versions(dist: Dist, tmp_path: Path) -> None:
     )  # fmt: skip
     assert venv.python("import sys; print(sys.version)").startswith(f"{OLDEST_PYTHON}.")
     pins = dict(line.split("==") for line in constraints.read_text().split())
-    names = ["celery", "kombu", "sqlalchemy", "alembic", "psycopg", "click", "flower"]
+    names = [
+        "celery", "kombu", "sqlalchemy", "alembic", "psycopg", "click", "flower",
+        "fastapi", "uvicorn", "prometheus-client", "jinja2",
+    ]  # fmt: skip
     installed = venv.python(
         f"from importlib.metadata import version\nprint(*(version(name) for name in {names!r}))"
     ).split()
@@ -346,6 +387,7 @@ def test_the_lowest_allowed_versions(dist: Dist, tmp_path: Path) -> None:
         project = runs_on(venv, tmp_path / "proj", database_url, redis_broker())
         # Flower's command loads into that Celery.
         assert project.celery("flower", "--help").stdout.startswith("Usage: celery flower")
+        serves(project)
 
 
 def test_the_newest_supported_python(dist: Dist, tmp_path: Path) -> None:

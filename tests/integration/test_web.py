@@ -31,9 +31,11 @@ QUICK = "workers.app.quick"
 class Deployment:
     """The module's server, beat and worker, and HTTP clients for each kind of caller."""
 
-    def __init__(self, env: Env, url: str) -> None:
+    def __init__(self, env: Env, url: str, beat_metrics: str) -> None:
         self.env = env
         self.url = url
+        #: Where the beat serves its own metrics.
+        self.beat_metrics = beat_metrics
         self.admin = httpx.Client(
             base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30
         )
@@ -64,12 +66,14 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
         env = Env(workdir, database_url, redis_broker())
         env.cli("migrate")
         tokens = {"BRIDGE_API_ADMIN_TOKEN": ADMIN, "BRIDGE_API_READ_TOKEN": READ}
-        port = free_port()
+        port, beat_port = free_port(), free_port()
         try:
             env.serve(port, **tokens)
             env.start("worker", "-P", "prefork")
-            env.start("beat")
-            yield Deployment(env, f"http://127.0.0.1:{port}")
+            env.start("beat", BRIDGE_BEAT_METRICS_PORT=str(beat_port))
+            yield Deployment(
+                env, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{beat_port}/metrics"
+            )
         finally:
             env.stop_all()
 
@@ -483,3 +487,31 @@ def test_bridge_health_is_a_probe_for_beat(
     assert silent.returncode == 1
     assert '"alive": false' in silent.stdout
     assert rows(pg_url, "SELECT count(*) FROM beat_instance") == [(0,)]
+
+
+def test_beat_serves_its_own_metrics(deployment: Deployment) -> None:
+    deployment.create("beat-measured", timer="every 1s", overlap="allow")
+
+    def published() -> dict[str, float]:
+        try:
+            text = httpx.get(deployment.beat_metrics, timeout=5).text
+        except httpx.HTTPError:
+            return {}
+        samples = {
+            sample.name: sample.value
+            for family in text_string_to_metric_families(text)
+            for sample in family.samples
+            if not sample.labels or sample.labels.get("le") is None
+        }
+        return samples if samples.get("bridge_beat_fire_lateness_seconds_count", 0) >= 2 else {}
+
+    samples = wait_for(published, 60, what="beat's metrics of two published runs")
+    deployment.admin.post("/api/v1/schedules/beat-measured/pause")
+    assert samples["bridge_beat_tick_seconds_count"] >= 2
+    assert samples["bridge_beat_claimed_rows_sum"] >= 2
+    # A run goes out well within a second of its row falling due on an idle machine.
+    assert (
+        samples["bridge_beat_fire_lateness_seconds_sum"]
+        / samples["bridge_beat_fire_lateness_seconds_count"]
+        < 5
+    )

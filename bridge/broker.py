@@ -50,6 +50,11 @@ def revoke(app: Celery, run_ids: list[str], terminate: bool = True) -> None:
         app.control.revoke(run_ids, terminate=terminate, signal="SIGTERM")
 
 
+def send_alert(app: Celery, task: str, payload: dict[str, Any]) -> None:
+    """Send an alert to the user's alert task, its payload as the one argument."""
+    app.send_task(task, args=[payload])
+
+
 def check_broker(app: Any) -> None:
     """Import what the app's broker transport needs now, so a missing library is one
     line naming its extra rather than an error from deep inside kombu.

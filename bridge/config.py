@@ -58,8 +58,26 @@ class Settings:
     summary_max_chars: int = 2000
     #: How often the recorder retries a write the database refused.
     recorder_retries: int = 3
-    #: A schedule due for longer than this without being sent is late (seconds).
+    #: A schedule due for longer than this without being sent, or a run sent this long
+    #: ago without starting, is late (seconds); a schedule's own ``grace`` wins.
     default_grace: float = 60.0
+    #: A run going for longer than this overruns (seconds; 0: no limit); a schedule's
+    #: own ``max_runtime`` wins.
+    default_max_runtime: float = 0.0
+    #: The registered Celery task that receives one alert per incident and one recovery
+    #: (empty: incidents are recorded, and no alert is sent).
+    alert_task: str = ""
+    #: An incident still open and not acknowledged is alerted again this often (seconds).
+    alert_repeat: float = 3600.0
+    #: No beat having ticked for this long is an incident, alerted by the workers (seconds).
+    no_beat_alert: float = 120.0
+    #: How often each beat's watchdog looks for trouble and prunes history (seconds).
+    watchdog_interval: float = 5.0
+    #: Final runs kept per schedule: the latest this many (0: all) ...
+    history_keep_runs: int = 100
+    #: ... and those planned in the last this many days (0: any age); a schedule's own
+    #: ``keep_runs`` and ``keep_days`` win.
+    history_keep_days: int = 30
     #: Bearer tokens of the HTTP API: the admin token reads and changes, the read
     #: token only reads. Without either, ``bridge serve`` binds loopback only.
     api_admin_token: str = dataclasses.field(default="", repr=False)
@@ -100,6 +118,8 @@ class Settings:
                 raise ValidationError(key, raw, "a number greater than 0")
             if field.name in _NOT_NEGATIVE and values[field.name] < 0:
                 raise ValidationError(key, raw, "a number of at least 0")
+            if field.name in _AT_MOST and values[field.name] > _AT_MOST[field.name]:
+                raise ValidationError(key, raw, f"a number of at most {_AT_MOST[field.name]}")
             if field.name in SECRETS and values[field.name] and len(values[field.name]) < 16:
                 raise ValidationError(key, shown, "a token of at least 16 characters")
         return cls(**values)
@@ -116,10 +136,21 @@ _POSITIVE = {
     "worker_timeout",
     "summary_max_chars",
     "default_grace",
+    "alert_repeat",
+    "no_beat_alert",
+    "watchdog_interval",
     "api_max_body",
     "metrics_max_schedules",
 }
-_NOT_NEGATIVE = {"recorder_retries", "beat_metrics_port"}
+#: Settings with a largest value: past it, the date arithmetic would overflow.
+_AT_MOST = {"history_keep_days": 3650}
+_NOT_NEGATIVE = {
+    "recorder_retries",
+    "beat_metrics_port",
+    "default_max_runtime",
+    "history_keep_runs",
+    "history_keep_days",
+}
 
 #: How a setting of each type is read, and what a refusal says it expected.
 _PARSERS: dict[str, tuple[Callable[[str], Any], str]] = {

@@ -11,8 +11,11 @@ embedded quick start and a PostgreSQL + Redis deployment:
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +110,23 @@ def delivery(self: Any) -> dict[str, Any]:
 def fail(message: str = "this task always fails") -> Any:
     """Raises, so that a run ends in FAILURE with its error and traceback recorded."""
     raise RuntimeError(message)
+
+
+logger = logging.getLogger("workers.alerts")
+
+
+@app.task(ignore_result=True)
+def alert(payload: dict[str, Any]) -> str:
+    """The bridge's alert task (``bridge_alert_task = "workers.app.alert"``): logs each
+    alert and, when ``ALERT_WEBHOOK_URL`` is set, posts it there as JSON, with the sentence
+    under ``text`` as Slack's and Mattermost's incoming webhooks expect."""
+    logger.warning("bridge alert: %s", payload["message"])
+    url = os.environ.get("ALERT_WEBHOOK_URL")
+    if not url:
+        return "logged"
+    body = json.dumps({"text": payload["message"], **payload}).encode()
+    request = urllib.request.Request(
+        url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return f"posted: {response.status}"

@@ -34,10 +34,11 @@ from bridge.beat.housekeeping import Housekeeper
 from bridge.beat.metrics import BeatMetrics, beat_metrics
 from bridge.beat.outage import Guard
 from bridge.beat.sync import sync_beat_schedule
+from bridge.beat.watchdog import Watchdog
 from bridge.broker import check_broker
 from bridge.clock import utcnow
 from bridge.config import Settings
-from bridge.errors import BridgeError
+from bridge.errors import BridgeError, ValidationError
 from bridge.rules.decisions import wait_seconds
 from bridge.storage.beat import BeatStore
 from bridge.storage.database import Database, DatabaseError, shown_url
@@ -64,6 +65,18 @@ def _fatal_at_start() -> Iterator[None]:
         yield
     except BridgeError as exc:
         raise SystemExit(f"Error: {exc}") from None
+
+
+def check_alert_task(app: Any, settings: Settings) -> None:
+    """``bridge_alert_task`` must name a task the app registers: an alert sent to a name
+    no worker knows would be lost without a word."""
+    if not settings.alert_task:
+        return
+    app.loader.import_default_modules()
+    if settings.alert_task not in app.tasks:
+        raise ValidationError(
+            "bridge_alert_task", settings.alert_task, "a task registered in the app"
+        )
 
 
 def instance_id() -> str:
@@ -96,6 +109,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self.fires = FireSequence(
             app, self.settings, self.store, self.housekeeper.store, self.instance
         )
+        self.watchdog = Watchdog(app, self.settings, self.database)
         self._config_synced = not self.settings.sync_beat_schedule
         self._busy = False
         self._stopping = False
@@ -112,6 +126,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         logger.info("bridge: beat instance %s on %s", self.instance, self._shown_url())
         with _fatal_at_start():
             check_broker(self.app)
+            check_alert_task(self.app, self.settings)
             driver = self.database.engine.dialect.driver
             self.metrics = self.fires.metrics = beat_metrics(self.settings)
         if driver == "psycopg":
@@ -124,6 +139,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                 self.guard.run(self._sync_config)
             finally:
                 self._busy = False
+        self.watchdog.start()
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         """Fire what is due, then say how long to sleep, or sleep here until a change.
@@ -161,6 +177,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                 logger.warning("bridge: could not clear marks on exit (%s); they expire", exc)
             if self._changes is not None:
                 self._changes.close()
+            self.watchdog.stop()
             self.fires.outbox.drop()
         super().close()
 

@@ -18,7 +18,7 @@ import socket
 import uuid
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any, Unpack
 
@@ -32,11 +32,12 @@ from bridge.errors import RunSkipped, SendFailed, StateConflict, ValidationError
 from bridge.manage.views import (
     AuditRecord,
     Backfill,
-    Health,
+    IncidentRecord,
     Instance,
     Page,
     Run,
     Schedule,
+    SchedulerHealth,
     Stats,
     Status,
     Worker,
@@ -59,6 +60,7 @@ from bridge.rules.definition import (
 )
 from bridge.rules.edits import FRESH_STATE, retimes
 from bridge.rules.fire import state_of
+from bridge.rules.health import health_of, watched
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus, Source, Trigger
 from bridge.rules.policy import Overlap, Policies, PolicyFields, duration
 from bridge.rules.runs import Envelope, Payload, expires_at, new_run, run_id_for
@@ -68,7 +70,9 @@ from bridge.rules.values import aware, instant, required_instant, seconds, whole
 from bridge.storage.audit import AuditStore, Change
 from bridge.storage.database import Database, database_for
 from bridge.storage.history import HistoryStore, RunFilter
+from bridge.storage.incidents import IncidentStore
 from bridge.storage.overview import Overview, OverviewStore
+from bridge.storage.retention import Limits, Pruned, Retention
 from bridge.storage.runs import Sent
 from bridge.storage.schedules import SORTS, ScheduleFilter, ScheduleStore
 
@@ -89,6 +93,10 @@ RETRIABLE = (RunStatus.FAILURE, RunStatus.LOST, RunStatus.REVOKED)
 STATS_SAMPLE = 10_000
 #: The rows of a page when none is asked for.
 PAGE_DEFAULT = 100
+#: Schedules :meth:`Bridge.prune` reads at a time.
+PRUNE_SLICE = 500
+#: ``silenced_until`` of a schedule silenced until someone unsilences it.
+SILENCED_FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 def default_actor(surface: str = "python") -> str:
@@ -118,6 +126,8 @@ class Bridge:
         self.history_store = HistoryStore(self.database)
         self.audit_store = AuditStore(self.database)
         self.overview_store = OverviewStore(self.database)
+        self.incident_store = IncidentStore(self.database)
+        self.retention = Retention(self.database)
         #: Who the audit log says made the changes of this object: ``cli:alice@host``, ...
         self.actor = actor or default_actor()
 
@@ -187,7 +197,7 @@ class Bridge:
             checked_labels,
             self._change("create"),
         )
-        return Schedule.of(row)
+        return self._judged([row], now)[0]
 
     def edit(
         self,
@@ -234,19 +244,19 @@ class Bridge:
             retimed = retimes(row, columns)
             relabelled = wanted_labels is not None and wanted_labels != editing.labels
             unchanged = all(getattr(row, key) == value for key, value in columns.items())
-            if not retimed and unchanged and not relabelled:
-                return Schedule.of(row)
-            if wanted_labels is not None:
-                editing.labels = wanted_labels
-            if retimed:
-                written = row.timer if timer is None else timer
-                row.next_occurrence = row.nextrun = require_occurrence(
-                    timer_, definition.policies, now, written
-                )
-                row.anchor = anchor
-            for key, value in columns.items():
-                setattr(row, key, value)
-            row.updated_at = now
+            if retimed or relabelled or not unchanged:
+                if wanted_labels is not None:
+                    editing.labels = wanted_labels
+                if retimed:
+                    written = row.timer if timer is None else timer
+                    row.next_occurrence = row.nextrun = require_occurrence(
+                        timer_, definition.policies, now, written
+                    )
+                    row.anchor = anchor
+                for key, value in columns.items():
+                    setattr(row, key, value)
+                row.updated_at = now
+        # Read again outside the change's transaction: judging the health reads the runs.
         return self.get(name)
 
     def pause(self, name: str, note: str | None = None) -> Schedule:
@@ -473,10 +483,22 @@ class Bridge:
     # -- reading -----------------------------------------------------------------
 
     def get(self, name: str) -> Schedule:
-        return Schedule.of(self.store.get(name))
+        """The schedule called ``name``, with its health."""
+        return self._judged([self.store.get(name)])[0]
 
     def list(self) -> builtins.list[Schedule]:
-        return [Schedule.of(row) for row in self.store.all()]
+        """Every schedule, by name, with its health."""
+        return self._judged(self.store.all())
+
+    def _judged(self, rows: Sequence[Any], now: datetime | None = None) -> builtins.list[Schedule]:
+        """Views of ``rows``, each with its health judged from its open runs at ``now``."""
+        now = now or utcnow()
+        runs = self.history_store.open_runs([row.id for row in rows])
+        grace, max_runtime = self.settings.default_grace, self.settings.default_max_runtime
+        return [
+            Schedule.of(row, health_of(watched(row, runs.get(row.id, ()), grace, max_runtime), now))
+            for row in rows
+        ]
 
     def schedules(
         self,
@@ -520,7 +542,7 @@ class Bridge:
         if late is False:
             raise ValidationError("late", late, "true, or left out")
         rows = self.store.page(where, sort, after, limit + 1)
-        items = [Schedule.of(row) for row in rows[:limit]]
+        items = self._judged(rows[:limit], now)
         last = items[-1] if len(rows) > limit else None
         key = (
             None if last is None else ((last.nextrun, last.id) if sort == "next" else (last.name,))
@@ -625,18 +647,72 @@ class Bridge:
             beat_timeout=self.settings.lease_seconds,
         )
 
-    def health(self, beat_timeout: float | None = None, now: datetime | None = None) -> Health:
+    def health(
+        self, beat_timeout: float | None = None, now: datetime | None = None
+    ) -> SchedulerHealth:
         """Whether a beat ticked within ``beat_timeout`` seconds (default: the lease, past
         which its rows are taken over anyway) and the schema is the latest."""
         revision, head = self.database.revisions()
         if revision != head:
             # The tables may not be there to read the instances from.
             empty = Status([], [], 0, None, now or utcnow(), self.settings.lease_seconds)
-            return Health(revision, head, empty)
+            return SchedulerHealth(revision, head, empty)
         status = self.status(now)
         if beat_timeout is not None:
             status = replace(status, beat_timeout=seconds("beat_timeout", beat_timeout))
-        return Health(revision, head, status)
+        return SchedulerHealth(revision, head, status)
+
+    # -- incidents, silence, retention ---------------------------------------------------
+
+    def incidents(
+        self, *, open_only: bool = False, cursor: str | None = None, limit: int = PAGE_DEFAULT
+    ) -> Page[IncidentRecord]:
+        """Incidents, newest first (``open_only``: those not closed)."""
+        limit = whole_number("limit", limit, high=paging.PAGE_MAX)
+        before = None if cursor is None else paging.decode(cursor, (int,))[0]
+        found = self.incident_store.page(open_only, before, limit + 1)
+        items = [IncidentRecord.of(incident) for incident in found[:limit]]
+        last = items[-1] if len(found) > limit else None
+        return Page(items, None if last is None else paging.encode((last.id,)))
+
+    def acknowledge(self, incident_id: int) -> IncidentRecord:
+        """Acknowledge an incident: its alert is not repeated (its recovery still goes)."""
+        number = whole_number("incident", incident_id)
+        incident = self.incident_store.acknowledge(number, self.actor, utcnow())
+        if incident is None:
+            raise ValidationError("incident", incident_id, "the id of an incident")
+        return IncidentRecord.of(incident)
+
+    def silence(self, name: str, for_: str | float | timedelta | None = None) -> Schedule:
+        """Send no alert about the schedule for ``for_`` (a duration), or until
+        :meth:`unsilence` when None. Its incidents are still recorded."""
+        now = utcnow()
+        until = SILENCED_FOREVER if for_ is None else now + duration("for", for_)
+        note = "until unsilenced" if for_ is None else f"until {until.isoformat()}"
+        with self.store.changing(name, self._change("silence", note)) as editing:
+            editing.row.silenced_until = until
+        return self.get(name)
+
+    def unsilence(self, name: str) -> Schedule:
+        """Send the schedule's alerts again."""
+        with self.store.changing(name, self._change("unsilence")) as editing:
+            editing.row.silenced_until = None
+        return self.get(name)
+
+    def prune(self, dry_run: bool = False) -> Pruned:
+        """Prune every schedule's old final runs now, as beat's watchdog does over time
+        (see :mod:`bridge.storage.retention`); with ``dry_run``, count them only."""
+        limits = Limits(self.settings.history_keep_runs, self.settings.history_keep_days)
+        now = utcnow()
+        schedules = runs = 0
+        after = 0
+        while True:
+            done = self.retention.prune(after, PRUNE_SLICE, limits, now, dry_run, thorough=True)
+            schedules += done.schedules
+            runs += done.runs
+            if done.last_id is None:
+                return Pruned(schedules, runs, None)
+            after = done.last_id
 
     def overview(self, now: datetime | None = None) -> Overview:
         """What the metrics show: the first ``bridge_metrics_max_schedules`` schedules by

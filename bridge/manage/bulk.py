@@ -388,7 +388,7 @@ def _plan(
         if row is None:
             created = entry.new_row(now)
             plan.creates.append({**created, "labels": entry.labels})
-            shown = {"note": None, **created}  # a new schedule has no note
+            shown = {**dict.fromkeys(AUDITED_COLUMNS), **created}  # what it does not set is unset
             plan.audit.append(_audit(actor, "create", now, entry.name, None, shown, entry.labels))
             continue
         try:

@@ -30,6 +30,7 @@ from bridge.manage.api import (
 from bridge.manage.bulk import export_schedules, import_schedules
 from bridge.manage.fields import DEFINITION_HELP, POLICY_HELP
 from bridge.rules.decisions import Upcoming
+from bridge.rules.health import Health
 from bridge.rules.kinds import Trigger
 from bridge.rules.policy import POLICY_NAMES
 from bridge.rules.timers import format_duration
@@ -319,6 +320,7 @@ LS_STATES: dict[str, dict[str, bool]] = {
 @click.option("--task", help="Only schedules of this task.")
 @click.option("--label", help="Only schedules carrying this label.")
 @click.option("--state", metavar="|".join(LS_STATES), help="Only schedules in this state.")
+@click.option("--health", metavar="|".join(Health), help="Only schedules in this health.")
 @click.option("--limit", type=WholeNumber(), help="At most this many (default: all).")
 @click.option("--json", "as_json", is_flag=True, help="ISO-8601 UTC JSON output.")
 @click.pass_context
@@ -329,12 +331,15 @@ def list_schedules(
     task: str | None,
     label: str | None,
     state: str | None,
+    health: str | None,
     limit: int | None,
     as_json: bool,
 ) -> None:
-    """List the schedules, by name."""
+    """List the schedules, by name, with their health."""
     if state is not None and state not in LS_STATES:
         raise ValidationError("state", state, f"one of {', '.join(LS_STATES)}")
+    if health is not None and health not in set(Health):
+        raise ValidationError("health", health, f"one of {', '.join(Health)}")
     wanted = LS_STATES[state] if state else {}
     api = _bridge(ctx)
     schedules: list[Schedule] = []
@@ -352,7 +357,7 @@ def list_schedules(
             cursor=cursor,
             limit=size,
         )
-        schedules.extend(page.items)
+        schedules.extend(s for s in page.items if health is None or s.health == health)
         if page.next is None:
             break
         cursor = page.next
@@ -360,13 +365,25 @@ def list_schedules(
         echo_json([s.to_json() for s in schedules])
         return
     echo_table(
-        ["NAME", "TASK", "TIMER", "ENABLED", "NEXT RUN", "LAST RUN", "STATUS", "LABELS", "NOTE"],
+        [
+            "NAME",
+            "TASK",
+            "TIMER",
+            "ENABLED",
+            "HEALTH",
+            "NEXT RUN",
+            "LAST RUN",
+            "STATUS",
+            "LABELS",
+            "NOTE",
+        ],
         [
             [
                 s.name,
                 s.task,
                 s.timer,
                 state_text(s),
+                s.health,
                 next_run_text(s) if s.enabled else "-",
                 local(s.last_run_at),
                 s.last_status or "-",
@@ -767,6 +784,78 @@ def status(ctx: click.Context, as_json: bool) -> None:
     click.echo(f"due and unclaimed: {report.due_unclaimed}")
     lateness = report.worst_lateness
     click.echo(f"worst lateness: {'-' if lateness is None else f'{lateness:.1f}s'}")
+
+
+@bridge.command()
+@click.option("--all", "every", is_flag=True, help="Closed incidents too (default: open ones).")
+@click.option("--limit", default=20, show_default=True, type=WholeNumber(), help="How many.")
+@click.option("--json", "as_json", is_flag=True, help="ISO-8601 UTC JSON output.")
+@click.pass_context
+@fails_in_one_line
+def incidents(ctx: click.Context, every: bool, limit: int, as_json: bool) -> None:
+    """Schedules gone wrong (late, overrun, failing, broken, missed) and no-beat spells."""
+    found = _bridge(ctx).incidents(open_only=not every, limit=limit).items
+    if as_json:
+        echo_json([incident.to_json() for incident in found])
+        return
+    echo_table(
+        ["ID", "KIND", "SCHEDULE", "SINCE", "CLOSED", "ALERTS", "ACK", "WHAT"],
+        [
+            [
+                str(i.id),
+                i.kind,
+                i.schedule_name or "-",
+                local(i.since or i.opened_at),
+                local(i.closed_at),
+                str(i.alerts),
+                i.acknowledged_by or "-",
+                i.message,
+            ]
+            for i in found
+        ],
+    )
+
+
+@bridge.command()
+@click.argument("incident_id", metavar="INCIDENT", type=WholeNumber())
+@click.pass_context
+@fails_in_one_line
+def ack(ctx: click.Context, incident_id: int) -> None:
+    """Acknowledge an incident: its alert is not repeated; its recovery still goes."""
+    incident = _bridge(ctx).acknowledge(incident_id)
+    click.echo(f"acknowledged incident {incident.id} ({incident.kind} of {incident.schedule_name})")
+
+
+@bridge.command()
+@click.argument("name")
+@click.option("--for", "for_", metavar="DURATION", help="How long (default: until --off).")
+@click.option("--off", is_flag=True, help="Send its alerts again.")
+@click.pass_context
+@fails_in_one_line
+def silence(ctx: click.Context, name: str, for_: str | None, off: bool) -> None:
+    """Send no alert about a schedule (its incidents are still recorded)."""
+    api = _bridge(ctx)
+    if off:
+        api.unsilence(name)
+        click.echo(f"alerts of {name} on")
+        return
+    schedule = api.silence(name, for_)
+    until = "until --off" if for_ is None else f"until {local(schedule.silenced_until)}"
+    click.echo(f"alerts of {name} silenced {until}")
+
+
+@bridge.command()
+@click.option("--dry-run", is_flag=True, help="Count what would be removed; remove nothing.")
+@click.pass_context
+@fails_in_one_line
+def prune(ctx: click.Context, dry_run: bool) -> None:
+    """Remove old final runs now, as beat does over time (bridge_history_keep_runs/days).
+
+    Never removed: a run that has not ended, and the latest run of each final status.
+    """
+    done = _bridge(ctx).prune(dry_run)
+    verb = "would remove" if dry_run else "removed"
+    click.echo(f"{verb} {done.runs} run(s); {done.schedules} schedule(s) checked")
 
 
 #: What the audit table shows of a new schedule; the rest is in ``--json``.

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import builtins
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Generic, Self, TypeVar
 
+from bridge.rules.health import Health, State
 from bridge.rules.timers import parse_timer
 from bridge.rules.values import json_or_text
 
@@ -102,6 +103,25 @@ class Schedule(_View):
     worker: str | None
     marked: datetime | None
     labels: tuple[str, ...] = ()
+    #: Its health (see :mod:`bridge.rules.health`): the state, why, and since when. Judged
+    #: when the view is made, so not compared: two views of one row are equal.
+    health: str = field(default=Health.OK.value, compare=False)
+    health_reason: str = field(default="", compare=False)
+    health_since: datetime | None = field(default=None, compare=False)
+
+    @classmethod
+    def of(cls, row: Any, state: State | None = None) -> Self:
+        """The schedule ``row``, judged ``state`` (ok when not judged)."""
+        judged = {"health", "health_reason", "health_since"}
+        values = {f.name: getattr(row, f.name) for f in fields(cls) if f.name not in judged}
+        if state is None:
+            return cls(**values)
+        return cls(
+            **values,
+            health=state.health.value,
+            health_reason=state.reason,
+            health_since=state.since,
+        )
 
     @property
     def fixed_delay(self) -> bool:
@@ -234,7 +254,7 @@ class Status:
 
 
 @dataclass(frozen=True)
-class Health:
+class SchedulerHealth:
     """Whether the scheduler works: a beat ticks, and the schema is the one the code expects."""
 
     #: The schema revision of the database (None: not migrated), and the code's latest.
@@ -310,6 +330,31 @@ class Stats:
 
 
 @dataclass(frozen=True)
+class IncidentRecord(_View):
+    """An incident: trouble with a schedule (or the scheduler), opened, alerted, closed."""
+
+    id: int
+    kind: str
+    schedule_name: str | None
+    since: datetime | None
+    opened_at: datetime
+    closed_at: datetime | None
+    acknowledged_at: datetime | None
+    acknowledged_by: str | None
+    alerted_at: datetime | None
+    alerts: int
+    recovery_sent_at: datetime | None
+    message: str
+    runs: str
+
+    def to_json(self) -> dict[str, Any]:
+        out = super().to_json()
+        out["runs"] = json.loads(out["runs"] or "[]")
+        out["open"] = self.closed_at is None
+        return out
+
+
+@dataclass(frozen=True)
 class AuditRecord(_View):
     """One entry of the audit log: who changed which schedule, when, and how."""
 
@@ -333,11 +378,12 @@ class AuditRecord(_View):
 __all__ = [
     "AuditRecord",
     "Backfill",
-    "Health",
+    "IncidentRecord",
     "Instance",
     "Page",
     "Run",
     "Schedule",
+    "SchedulerHealth",
     "Stats",
     "Status",
     "Worker",

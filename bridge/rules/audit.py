@@ -28,6 +28,7 @@ AUDITED_COLUMNS = (
     "enabled",
     "broken",
     "note",
+    "silenced_until",
 )
 #: Stored as JSON text: shown decoded.
 _JSON_COLUMNS = frozenset({"args", "kwargs", "options"})

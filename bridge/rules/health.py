@@ -28,11 +28,14 @@ that they never disagree. The states, most pressing first:
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from bridge.rules.kinds import RunStatus
+from bridge.rules.values import column_of
 
 
 class Health(enum.StrEnum):
@@ -102,6 +105,31 @@ class State:
     @property
     def trouble(self) -> bool:
         return self.health in TROUBLE
+
+
+def watched(
+    row: Any,
+    open_runs: Sequence[OpenRunView],
+    default_grace: float,
+    default_max_runtime: float,
+) -> Watched:
+    """What to judge a schedule by: its row's columns (a row or a mapping), its open runs,
+    and its own ``grace`` and ``max_runtime`` or else the app's (0: no max runtime)."""
+    value = functools.partial(column_of, row)
+    grace = value("grace") or default_grace
+    max_runtime = value("max_runtime") or default_max_runtime or None
+    return Watched(
+        enabled=value("enabled"),
+        broken=value("broken"),
+        note=value("note"),
+        nextrun=value("nextrun"),
+        failure_streak=value("failure_streak"),
+        last_run_at=value("last_run_at"),
+        last_failure_at=value("last_failure_at"),
+        grace=timedelta(seconds=grace),
+        max_runtime=None if max_runtime is None else timedelta(seconds=max_runtime),
+        open_runs=tuple(open_runs),
+    )
 
 
 def health_of(watched: Watched, now: datetime) -> State:

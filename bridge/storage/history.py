@@ -17,8 +17,10 @@ from sqlalchemy import ColumnElement, func, select, tuple_
 from sqlalchemy.orm import Session
 
 from bridge.errors import RunNotFound
+from bridge.rules.health import OpenRunView
 from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.database import Database
+from bridge.storage.incidents import open_run_views
 from bridge.storage.models import PeriodicTask, ScheduleTally, TaskExecution
 from bridge.storage.tally import COUNTS, hour_of
 
@@ -142,22 +144,10 @@ class HistoryStore:
             ],
         )
 
-    def open_counts(self, schedule_ids: Sequence[int]) -> dict[int, dict[str, int]]:
-        """Per schedule, its open runs counted by status."""
-        statement = (
-            select(TaskExecution.periodic_task_id, TaskExecution.status, func.count())
-            .where(
-                TaskExecution.status.in_(NON_FINAL_STATUSES),
-                TaskExecution.periodic_task_id.in_(list(schedule_ids)),
-            )
-            .group_by(TaskExecution.periodic_task_id, TaskExecution.status)
-        )
-        found: dict[int, dict[str, int]] = {}
+    def open_runs(self, schedule_ids: Sequence[int]) -> dict[int, list[OpenRunView]]:
+        """The open runs of these schedules, as their health is judged from them."""
         with self.database.session() as session:
-            for schedule_id, status, count in session.execute(statement).all():
-                if schedule_id is not None:
-                    found.setdefault(schedule_id, {})[status] = count
-        return found
+            return open_run_views(session, schedule_ids)
 
 
 def _run(session: Session, run_id: str) -> tuple[TaskExecution, str | None]:

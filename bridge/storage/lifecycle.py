@@ -27,6 +27,7 @@ from bridge.rules.kinds import (
     RunStatus,
 )
 from bridge.storage import tally
+from bridge.storage.incidents import Opening, open_incident
 from bridge.storage.models import PeriodicTask, TaskExecution
 
 logger = logging.getLogger("bridge.lifecycle")
@@ -74,6 +75,9 @@ def apply_plan(
     row.missed_count += plan.missed
     if plan.skipped or plan.missed:
         tally.add(session, row.id, now, skipped=plan.skipped, missed=plan.missed)
+    if plan.missed:
+        missed = f"{plan.missed} occurrence(s) fell outside its catch-up window and were not run"
+        open_incident(session, Opening("missed", row.id, row.name, now, missed), now)
     if sent:
         last = sent[-1]
         row.last_run_at = now

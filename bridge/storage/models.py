@@ -168,6 +168,13 @@ class PeriodicTask(Base):
     __table_args__ = (
         # The due query: enabled rows ordered by nextrun.
         Index("ix_periodic_task_due", "enabled", "nextrun"),
+        # The few schedules in trouble the watchdog looks at: failing or broken.
+        Index(
+            "ix_periodic_task_trouble",
+            "id",
+            postgresql_where=text("failure_streak > 0 OR broken"),
+            sqlite_where=text("failure_streak > 0 OR broken"),
+        ),
     )
 
     @property

@@ -15,9 +15,17 @@ from typing import Any
 
 from sqlalchemy import func, select
 
+from bridge.rules.health import OpenRunView
 from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.database import Database
-from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution, WorkerInstance
+from bridge.storage.incidents import open_run_views
+from bridge.storage.models import (
+    BeatInstance,
+    Incident,
+    PeriodicTask,
+    TaskExecution,
+    WorkerInstance,
+)
 
 #: The columns of each schedule a scrape shows.
 SCHEDULE_COLUMNS = (
@@ -30,7 +38,10 @@ SCHEDULE_COLUMNS = (
     "catchup",
     "enabled",
     "broken",
+    "note",
     "nextrun",
+    "grace",
+    "max_runtime",
     "last_run_at",
     "last_success_at",
     "last_failure_at",
@@ -62,8 +73,8 @@ class Overview:
 
     #: The first schedules by name, each a mapping of :data:`SCHEDULE_COLUMNS`.
     schedules: list[dict[str, Any]]
-    #: Open runs per schedule (of those shown) and status.
-    open_runs: dict[int, dict[str, int]]
+    #: The open runs of each schedule shown.
+    open_runs: dict[int, list[OpenRunView]]
     #: How many schedules there are: all, enabled, paused (disabled, not broken), broken.
     counts: dict[str, int]
     #: :data:`SUMMED` over every schedule.
@@ -74,6 +85,8 @@ class Overview:
     workers: list[WorkerInstance]
     #: Enabled schedules due before ``now`` minus their grace: late ones.
     late: int
+    #: Open incidents, by kind.
+    incidents: dict[str, int]
 
 
 class OverviewStore:
@@ -96,18 +109,21 @@ class OverviewStore:
         open_status = TaskExecution.status.in_(NON_FINAL_STATUSES)
         with self.database.session() as session:
             schedules = [dict(row._mapping) for row in session.execute(shown)]
-            ids = {row["id"] for row in schedules}
-            open_runs: dict[int, dict[str, int]] = {}
-            open_totals: dict[str, int] = {}
-            per_schedule = (
-                select(TaskExecution.periodic_task_id, TaskExecution.status, func.count())
-                .where(open_status)
-                .group_by(TaskExecution.periodic_task_id, TaskExecution.status)
+            open_runs = open_run_views(session, [row["id"] for row in schedules])
+            open_totals = dict(
+                session.execute(
+                    select(TaskExecution.status, func.count())
+                    .where(open_status)
+                    .group_by(TaskExecution.status)
+                ).all()
             )
-            for schedule_id, status, count in session.execute(per_schedule).all():
-                open_totals[status] = open_totals.get(status, 0) + count
-                if schedule_id is not None and schedule_id in ids:
-                    open_runs.setdefault(schedule_id, {})[status] = count
+            incidents = dict(
+                session.execute(
+                    select(Incident.kind, func.count())
+                    .where(Incident.closed_at.is_(None))
+                    .group_by(Incident.kind)
+                ).all()
+            )
             every, enabled, paused, broken, late, *sums = session.execute(counted).one()
             instances = list(session.scalars(select(BeatInstance).order_by(BeatInstance.id)))
             workers = list(session.scalars(select(WorkerInstance).order_by(WorkerInstance.name)))
@@ -120,4 +136,5 @@ class OverviewStore:
             instances=instances,
             workers=workers,
             late=late,
+            incidents=incidents,
         )

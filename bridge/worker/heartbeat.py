@@ -1,4 +1,5 @@
-"""Worker heartbeats: how beat tells a dead worker's runs from long ones.
+"""Worker heartbeats: how beat tells a dead worker's runs from long ones, and how the
+workers tell that no beat runs.
 
 A run whose worker was killed (SIGKILL, the machine gone) never reports an
 outcome. Waiting for silence alone (``bridge_stale_run_seconds``) would keep
@@ -6,6 +7,12 @@ its schedule blocked for as long as the longest task may take. So each worker
 that installs the recorder writes a row into ``worker_instance`` every third
 of ``bridge_worker_timeout``; beat marks a run ``LOST`` once the worker holding
 it has been silent for the timeout, or has restarted since it took the run.
+
+The other way round, with no beat ticking no beat can raise the alarm: at
+each heartbeat the workers look at beat's heartbeats, and once none has
+ticked for ``bridge_no_beat_alert`` they open the scheduler's ``no_beat``
+incident and send its alert. The first beat back closes it, and sends the
+recovery.
 """
 
 from __future__ import annotations
@@ -13,10 +20,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
+from celery import Celery
+
+from bridge import sending
 from bridge.clock import utcnow
+from bridge.config import Settings
 from bridge.storage.database import DatabaseError, error_reason
+from bridge.storage.incidents import IncidentStore, Opening
 from bridge.storage.records import RecordStore
 
 logger = logging.getLogger("bridge.liveness")
@@ -25,10 +38,18 @@ logger = logging.getLogger("bridge.liveness")
 class WorkerHeartbeat:
     """A daemon thread in the worker's main process that says it is alive."""
 
-    def __init__(self, store: RecordStore, name: str, interval: float) -> None:
+    def __init__(
+        self,
+        store: RecordStore,
+        name: str,
+        interval: float,
+        watch: Callable[[datetime], None] = lambda now: None,
+    ) -> None:
         self.store = store
         self.name = name
         self.interval = interval
+        #: Called after each heartbeat: the watch on beat.
+        self.watch = watch
         self.started_at = utcnow()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bridge-heartbeat", daemon=True)
@@ -64,4 +85,38 @@ class WorkerHeartbeat:
                 if self._failing:
                     logger.warning("bridge: worker heartbeat written again")
                 self._failing = False
+                self._watch()
             self._stop.wait(self.interval)
+
+    def _watch(self) -> None:
+        """The watch on beat, whose failure (an alert the broker refused) is only logged."""
+        try:
+            self.watch(utcnow())
+        except Exception as exc:
+            reason = error_reason(exc) if isinstance(exc, DatabaseError) else repr(exc)
+            logger.error("bridge: the watch on beat failed (%s)", reason)
+
+
+class BeatWatch:
+    """A worker's watch on beat: an incident, and its alert, when no beat ticks."""
+
+    def __init__(self, app: Celery, settings: Settings, store: RecordStore) -> None:
+        self.app = app
+        self.settings = settings
+        self.incidents = IncidentStore(store.database)
+        self.started_at = utcnow()
+
+    def __call__(self, now: datetime) -> None:
+        # Before any beat registered, silence counts from this worker's start.
+        silent_since = self.incidents.last_tick() or self.started_at
+        silence = now - silent_since
+        if silence <= timedelta(seconds=self.settings.no_beat_alert):
+            return
+        minutes = int(silence.total_seconds() // 60)
+        message = f"no beat instance has ticked for {minutes}m: no schedule fires"
+        self.incidents.open([Opening("no_beat", None, None, silent_since, message)], now)
+        if self.settings.alert_task:
+            repeat = timedelta(seconds=self.settings.alert_repeat)
+            sending.send_alerts(
+                self.app, self.incidents, self.settings.alert_task, repeat, scheduler_only=True
+            )

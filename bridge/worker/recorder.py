@@ -49,7 +49,7 @@ from bridge.rules.runs import HEADER_SCHEDULE_ID
 from bridge.storage.database import Database
 from bridge.storage.records import RecordStore
 from bridge.worker.backlog import Backlog, Reply
-from bridge.worker.heartbeat import WorkerHeartbeat
+from bridge.worker.heartbeat import BeatWatch, WorkerHeartbeat
 
 logger = logging.getLogger("bridge.recorder")
 
@@ -342,7 +342,8 @@ def install(app: Celery, settings: Settings | None = None) -> Recorder:
     def worker_ready(sender: Any = None, **_: Any) -> None:
         if getattr(sender, "app", None) is app:
             interval = recorder.settings.worker_timeout / 3
-            heartbeat = WorkerHeartbeat(recorder.store, sender.hostname, interval)
+            watch = BeatWatch(app, recorder.settings, recorder.store)
+            heartbeat = WorkerHeartbeat(recorder.store, sender.hostname, interval, watch)
             heartbeat.start()
             heartbeats.append(heartbeat)
 

@@ -29,6 +29,14 @@ def upgrade() -> None:
         batch_op.add_column(
             sa.Column("alert_count", sa.Integer(), nullable=False, server_default="0")
         )
+    op.create_index(
+        "ix_periodic_task_trouble",
+        "periodic_task",
+        ["id"],
+        unique=False,
+        postgresql_where=sa.text("failure_streak > 0 OR broken"),
+        sqlite_where=sa.text("failure_streak > 0 OR broken"),
+    )
     op.create_table(
         "schedule_tally",
         sa.Column("periodic_task_id", sa.Integer(), nullable=False),
@@ -87,6 +95,7 @@ def downgrade() -> None:
     op.drop_index("ix_incident_open", table_name="incident")
     op.drop_table("incident")
     op.drop_table("schedule_tally")
+    op.drop_index("ix_periodic_task_trouble", table_name="periodic_task")
     with op.batch_alter_table("periodic_task", schema=None) as batch_op:
         for name in (
             "alert_count",

@@ -24,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from bridge.clock import utcnow
 from bridge.manage.api import Bridge
+from bridge.rules.health import OpenRunView, health_of, watched
 from bridge.rules.kinds import RunStatus
 
 #: The counter column of each final status.
@@ -59,6 +60,13 @@ class ScheduleCollector(Collector):
         seen = self.bridge.overview(now)
         status = self.bridge.status(now)
         yield from self._per_schedule(seen.schedules, seen.open_runs)
+        yield self._health(seen.schedules, seen.open_runs, now)
+        incidents = GaugeMetricFamily(
+            "bridge_incidents_open", "Open incidents, by kind.", labels=["kind"]
+        )
+        for kind, count in sorted(seen.incidents.items()):
+            incidents.add_metric([kind], count)
+        yield incidents
         states = GaugeMetricFamily("bridge_schedules", "Schedules by state.", labels=["state"])
         for state in ("enabled", "paused", "broken"):
             states.add_metric([state], seen.counts[state])
@@ -118,8 +126,31 @@ class ScheduleCollector(Collector):
             value=status.worst_lateness or 0.0,
         )
 
+    def _health(
+        self,
+        schedules: list[dict[str, Any]],
+        open_runs: dict[int, list[OpenRunView]],
+        now: datetime,
+    ) -> GaugeMetricFamily:
+        """Each schedule's health, as ``ls`` and the API judge it: 1 on its state."""
+        settings = self.bridge.settings
+        family = GaugeMetricFamily(
+            "bridge_schedule_health",
+            "1 on a schedule's health: ok, running, late, overrun, failing, broken, paused, new.",
+            labels=["schedule", "state"],
+        )
+        for row in schedules:
+            subject = watched(
+                row,
+                open_runs.get(row["id"], ()),
+                settings.default_grace,
+                settings.default_max_runtime,
+            )
+            family.add_metric([row["name"], health_of(subject, now).health.value], 1.0)
+        return family
+
     def _per_schedule(
-        self, schedules: list[dict[str, Any]], open_runs: dict[int, dict[str, int]]
+        self, schedules: list[dict[str, Any]], open_runs: dict[int, list[OpenRunView]]
     ) -> Iterator[Any]:
         label = ["schedule"]
         info = InfoMetricFamily("bridge_schedule", "A schedule's definition.", labels=label)
@@ -167,14 +198,14 @@ class ScheduleCollector(Collector):
                 moment = _seconds(row[column])
                 if moment is not None:
                     family.add_metric(name, moment)
-            opened = open_runs.get(row["id"], {})
+            opened = open_runs.get(row["id"], [])
             paused = not row["enabled"] and not row["broken"]
             for key, value in (
                 ("enabled", row["enabled"]),
                 ("paused", paused),
                 ("broken", row["broken"]),
-                ("running", sum(opened.get(status, 0) for status in _RUNNING)),
-                ("open_runs", sum(opened.values())),
+                ("running", sum(run.status in _RUNNING for run in opened)),
+                ("open_runs", len(opened)),
                 ("consecutive_failures", row["failure_streak"]),
             ):
                 flags[key].add_metric(name, float(value))

@@ -229,6 +229,18 @@ def delete_schedule(bridge: Admin, name: str) -> Response:
     return Response(status_code=204)
 
 
+@router.post("/schedules/{name:path}/silence", tags=["incidents"])
+def silence(bridge: Admin, name: str, body: schemas.Silence | None = None) -> dict[str, Any]:
+    """Send no alert about the schedule, for a while or until unsilenced."""
+    return bridge.silence(name, None if body is None else body.for_).to_json()
+
+
+@router.delete("/schedules/{name:path}/silence", tags=["incidents"])
+def unsilence(bridge: Admin, name: str) -> dict[str, Any]:
+    """Send the schedule's alerts again."""
+    return bridge.unsilence(name).to_json()
+
+
 # -- labels ------------------------------------------------------------------------------
 
 
@@ -292,6 +304,40 @@ def cancel_run(bridge: Admin, run_id: str, body: schemas.Cancel | None = None) -
 def retry_run(bridge: Admin, run_id: str) -> dict[str, Any]:
     """Send a failed, lost or revoked run again, as the next attempt of its occurrence."""
     return bridge.retry(run_id).to_json()
+
+
+# -- incidents ---------------------------------------------------------------------------
+
+
+@router.get("/incidents", tags=["incidents"])
+def list_incidents(
+    bridge: Reader,
+    open: Annotated[str | None, Query(description="true: only open ones.")] = None,
+    cursor: Text = None,
+    limit: str = "100",
+) -> dict[str, Any]:
+    """Incidents, newest first: late, overrun, failing, broken, missed, no beat."""
+    return bridge.incidents(
+        open_only=bool(flag("open", open)),
+        cursor=cursor,
+        limit=limit,  # type: ignore[arg-type]
+    ).to_json()
+
+
+@router.post("/incidents/{incident_id}/acknowledge", tags=["incidents"])
+def acknowledge(bridge: Admin, incident_id: str) -> dict[str, Any]:
+    """Acknowledge an incident: its alert is not repeated; its recovery still goes."""
+    return bridge.acknowledge(incident_id).to_json()  # type: ignore[arg-type]
+
+
+@router.post("/prune", tags=["scheduler"])
+def prune(bridge: Admin, body: schemas.Prune | None = None) -> dict[str, Any]:
+    """Remove old final runs now (what beat does over time); dry_run counts them only."""
+    dry_run = False if body is None else body.dry_run
+    if not isinstance(dry_run, bool):
+        raise ValidationError("dry_run", dry_run, "true or false")
+    done = bridge.prune(dry_run)
+    return {"dry_run": dry_run, "runs": done.runs, "schedules": done.schedules}
 
 
 # -- the scheduler -----------------------------------------------------------------------

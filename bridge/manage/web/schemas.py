@@ -136,3 +136,18 @@ class Cancel(Body):
         ),
     ] = False
     note: Annotated[Any, WithJsonSchema({**TEXT, "description": "Why it is cancelled."})] = None
+
+
+class Silence(Body):
+    for_: Annotated[
+        Any,
+        WithJsonSchema(
+            {**TEXT, "description": "How long, such as 2h (left out: until unsilenced)."}
+        ),
+    ] = Field(default=None, alias="for")
+
+
+class Prune(Body):
+    dry_run: Annotated[
+        Any, WithJsonSchema({**FLAG, "description": "Count what would go; remove nothing."})
+    ] = False

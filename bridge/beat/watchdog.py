@@ -1,0 +1,185 @@
+"""Beat's watchdog: schedules gone wrong become incidents and alerts; history is pruned.
+
+A daemon thread in every beat process, apart from the tick, so that its
+reads never delay a fire. Every ``bridge_watchdog_interval`` it
+
+1. judges the schedules that may be in trouble (:meth:`IncidentStore.at_risk`)
+   with :func:`~bridge.rules.health.health_of`, opens an incident for each
+   one late, overrunning, failing or broken, and closes those whose trouble
+   is over; the scheduler's "no beat" incident is closed, since this beat
+   ticks. A run that overruns is revoked or terminated when its schedule's
+   ``on_overrun`` says so;
+2. sends the alerts the incidents owe to ``bridge_alert_task``: one when an
+   incident opens, again every ``bridge_alert_repeat`` while it stays open
+   and unacknowledged, and one when it closes;
+3. prunes the runs of a slice of schedules (:mod:`bridge.storage.retention`),
+   going round all of them over the passes.
+
+Several beats run it side by side: the incident rows and the claims on
+their alerts make each incident opened once and each alert sent once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import datetime, timedelta
+
+from celery import Celery
+
+from bridge import sending
+from bridge.clock import utcnow
+from bridge.config import Settings
+from bridge.rules.health import TROUBLE, Health, State, health_of, watched
+from bridge.rules.policy import OnOverrun
+from bridge.storage.beat import BeatStore
+from bridge.storage.database import Database, DatabaseError, error_reason
+from bridge.storage.incidents import AtRisk, IncidentStore, Opening
+from bridge.storage.retention import Limits, Retention
+
+logger = logging.getLogger("bridge.watchdog")
+
+#: The most schedules of each kind of risk one pass judges.
+AT_RISK_LIMIT = 1000
+#: Schedules one pass prunes, and the time it may spend on them.
+PRUNE_SLICE = 50
+PRUNE_BUDGET = 1.0
+#: How long closed incidents are kept.
+CLOSED_KEPT = timedelta(days=30)
+#: Incidents the watchdog keeps open until their trouble is over, not judged by health.
+EVENTS = frozenset({"missed", "no_beat"})
+
+
+class Watchdog:
+    """The watchdog thread of one beat process; see the module docstring."""
+
+    def __init__(self, app: Celery, settings: Settings, database: Database) -> None:
+        self.app = app
+        self.settings = settings
+        self.incidents = IncidentStore(database)
+        self.retention = Retention(database)
+        self.runs = BeatStore(database)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="bridge-watchdog", daemon=True)
+        self._prune_after = 0
+        self._failing: str | None = None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(self.settings.watchdog_interval + 5)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.settings.watchdog_interval):
+            try:
+                self.watch(utcnow())
+            except Exception as exc:
+                reason = error_reason(exc) if isinstance(exc, DatabaseError) else repr(exc)
+                if self._failing != reason:
+                    logger.error("bridge: watchdog pass failed (%s); retrying", reason)
+                self._failing = reason
+            else:
+                if self._failing is not None:
+                    logger.warning("bridge: watchdog passes again")
+                self._failing = None
+
+    def watch(self, now: datetime) -> None:
+        """One pass: judge, alert, prune."""
+        self.judge(now)
+        if self.settings.alert_task:
+            repeat = timedelta(seconds=self.settings.alert_repeat)
+            sending.send_alerts(self.app, self.incidents, self.settings.alert_task, repeat)
+        self.prune(now)
+
+    # -- 1. judge ---------------------------------------------------------------------------
+
+    def judge(self, now: datetime) -> None:
+        at_risk = self.incidents.at_risk(now, AT_RISK_LIMIT)
+        states = {risk.columns["id"]: (risk, self.state_of(risk, now)) for risk in at_risk}
+        troubled = {
+            (state.health.value, schedule_id)
+            for schedule_id, (_, state) in states.items()
+            if state.trouble
+        }
+        open_now = self.incidents.open_incidents()
+        over = [
+            incident.id
+            for incident in open_now
+            if not self._lasts(incident.kind, incident.periodic_task_id, troubled, states)
+        ]
+        self.incidents.close(over, now)
+        known = {(i.kind, i.periodic_task_id) for i in open_now if i.id not in over}
+        self.incidents.open(
+            [
+                Opening(
+                    kind, schedule_id, risk.columns["name"], state.since, state.reason, state.runs
+                )
+                for kind, schedule_id in sorted(troubled - known)
+                for risk, state in [states[schedule_id]]
+            ],
+            now,
+        )
+        for risk, state in states.values():
+            if state.health is Health.OVERRUN:
+                self._act_on_overrun(risk, state)
+
+    def state_of(self, risk: AtRisk, now: datetime) -> State:
+        """A schedule's health, its own limits falling back on the app's."""
+        settings = self.settings
+        subject = watched(
+            risk.columns, risk.open_runs, settings.default_grace, settings.default_max_runtime
+        )
+        return health_of(subject, now)
+
+    @staticmethod
+    def _lasts(
+        kind: str,
+        schedule_id: int | None,
+        troubled: set[tuple[str, int]],
+        states: dict[int, tuple[AtRisk, State]],
+    ) -> bool:
+        """Whether an open incident's trouble goes on (this beat ticks: no beat is over)."""
+        if kind == "no_beat":
+            return False
+        if schedule_id is None:
+            return True
+        if kind in EVENTS:
+            # A missed occurrence ends once its schedule is out of trouble.
+            state = states.get(schedule_id)
+            return state is not None and state[1].health in TROUBLE
+        return (kind, schedule_id) in troubled
+
+    def _act_on_overrun(self, risk: AtRisk, state: State) -> None:
+        action = OnOverrun(risk.columns["on_overrun"])
+        if action is OnOverrun.NONE:
+            return
+        limit = risk.columns["max_runtime"] or self.settings.default_max_runtime
+        reason = f"overran its max runtime of {limit:g}s; {action.value}d by the watchdog"
+        revoked = sending.revoke(
+            self.app, self.runs, list(state.runs), reason, terminate=action is OnOverrun.TERMINATE
+        )
+        for run_id in revoked:
+            logger.warning("bridge: run %s of %r %s", run_id, risk.columns["name"], reason)
+
+    # -- 3. prune ---------------------------------------------------------------------------
+
+    def prune(self, now: datetime) -> None:
+        """Prune slices of schedules for up to :data:`PRUNE_BUDGET` seconds, carrying on
+        next pass where this one stopped."""
+        limits = Limits(self.settings.history_keep_runs, self.settings.history_keep_days)
+        if not (limits.keep_runs or limits.keep_days) and not self._prune_after:
+            return
+        deadline = time.monotonic() + PRUNE_BUDGET
+        while time.monotonic() < deadline:
+            done = self.retention.prune(self._prune_after, PRUNE_SLICE, limits, now)
+            if done.runs:
+                logger.debug("bridge: pruned %d runs of %d schedules", done.runs, done.schedules)
+            if done.last_id is None:
+                self._prune_after = 0
+                self.incidents.forget_closed(now - CLOSED_KEPT)
+                return
+            self._prune_after = done.last_id

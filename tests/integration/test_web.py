@@ -423,7 +423,9 @@ def test_metrics_parse_and_show_each_schedule(deployment: Deployment) -> None:
     )
     assert samples[("bridge_schedule_last_success_timestamp_seconds", measured)] > time.time() - 120
     info = next(
-        s for s in families["bridge_schedule_info"].samples if s.labels.get("schedule") == "measured"
+        s
+        for s in families["bridge_schedule_info"].samples
+        if s.labels.get("schedule") == "measured"
     )
     assert (info.labels["timer"], info.labels["task"]) == ("every 1s", QUICK)
     assert samples[("bridge_up", ())] == 1.0

@@ -1,5 +1,5 @@
 """The Celery app of the beat benchmarks: ``bench/lone.py``, ``scale.py``, ``pickup.py``,
-``burst.py`` and ``peers.py``.
+``burst.py`` and ``peers.py``; ``bench/web.py`` serves the HTTP API with it.
 
 No worker runs: the benchmarks take beat's messages straight off the Redis
 queue (``bench/broker_probe.py``) to see when each one reached the broker.

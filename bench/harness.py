@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
@@ -156,12 +156,12 @@ def postgres_database(admin_url: str, prefix: str, keep: bool = False) -> Iterat
 
 
 @contextmanager
-def database(kind: str, admin_url: str, folder: Path) -> Iterator[str]:
+def database(kind: str, admin_url: str, folder: Path, keep: bool = False) -> Iterator[str]:
     """A fresh, migrated database of ``kind`` (``postgresql`` or ``sqlite``); its URL.
 
     A PostgreSQL database is created on the server of ``admin_url`` and
-    dropped afterwards (a warning says if the server was restarted while it
-    was in use); a SQLite one is a file in ``folder``.
+    dropped afterwards unless ``keep`` (a warning says if the server was
+    restarted while it was in use); a SQLite one is a file in ``folder``.
     """
     if kind == "sqlite":
         url = f"sqlite:///{folder / f'bridge-{uuid.uuid4().hex[:6]}.db'}"
@@ -171,7 +171,7 @@ def database(kind: str, admin_url: str, folder: Path) -> Iterator[str]:
     started = postmaster_start(admin_url)
     name = "?"
     try:
-        with postgres_database(admin_url, DATABASE_PREFIX) as url:
+        with postgres_database(admin_url, DATABASE_PREFIX, keep) as url:
             name = make_url(url).database or name
             try:
                 migrate(url)
@@ -561,6 +561,42 @@ def cpu_seconds(pid: int) -> float:
     # The command name, in parentheses, may contain spaces: count fields after it.
     fields = stat.rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def backends(admin: Engine, database: str) -> list[int]:
+    """Process ids of the server backends connected to ``database``."""
+    with admin.connect() as connection:
+        return list(
+            connection.scalars(
+                text("SELECT pid FROM pg_stat_activity WHERE datname = :d"), {"d": database}
+            )
+        )
+
+
+def cpu_of(pids: Sequence[int]) -> dict[int, float]:
+    """CPU seconds each of ``pids`` has used so far (gone ones left out)."""
+    found = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            found[pid] = cpu_seconds(pid)
+    return found
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and its descendants."""
+    parent_of = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parent_of[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    tree = [root]
+    for pid in tree:
+        tree.extend(child for child, parent in parent_of.items() if parent == pid)
+    return tree
+
+
+def spent(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU used between two readings; a process that appeared in between counts from zero."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 def children_cpu() -> float:

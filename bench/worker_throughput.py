@@ -34,7 +34,6 @@ See ``bench/README.md``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import statistics
 import sys
@@ -56,12 +55,15 @@ from bench.broker_probe import check_broker, new_queue, purge_queue
 from bench.harness import (
     Process,
     add_service_options,
-    cpu_seconds,
+    backends,
+    cpu_of,
     exit_status,
     machine_busy,
     postgres_database,
     process_env,
+    process_tree,
     safe_url,
+    spent,
     workdir,
 )
 from bridge import Bridge
@@ -235,42 +237,6 @@ def transactions(admin: Engine, database: str) -> int:
             {"d": database},
         )
     return int(count or 0)
-
-
-def backends(admin: Engine, database: str) -> list[int]:
-    """Process ids of the server backends connected to ``database``."""
-    with admin.connect() as connection:
-        return list(
-            connection.scalars(
-                text("SELECT pid FROM pg_stat_activity WHERE datname = :d"), {"d": database}
-            )
-        )
-
-
-def cpu_of(pids: Sequence[int]) -> dict[int, float]:
-    """CPU seconds each of ``pids`` has used so far (gone ones left out)."""
-    found = {}
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            found[pid] = cpu_seconds(pid)
-    return found
-
-
-def process_tree(root: int) -> list[int]:
-    """``root`` and its descendants."""
-    parent_of = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            parent_of[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-    tree = [root]
-    for pid in tree:
-        tree.extend(child for child, parent in parent_of.items() if parent == pid)
-    return tree
-
-
-def spent(before: dict[int, float], after: dict[int, float]) -> float:
-    """CPU used between two readings; a process that appeared in between counts from zero."""
-    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
 
 
 # -- one measurement ------------------------------------------------------------------------

@@ -49,6 +49,11 @@ PRUNE_BUDGET = 1.0
 CLOSED_KEPT = timedelta(days=30)
 #: Incidents the watchdog keeps open until their trouble is over, not judged by health.
 EVENTS = frozenset({"missed", "no_beat"})
+#: The states each kind of incident lasts through: a failing schedule that breaks is
+#: still failing (no recovery is sent for it as it breaks).
+LASTS_THROUGH = {
+    Health.FAILING.value: frozenset({Health.FAILING, Health.BROKEN}),
+}
 
 
 class Watchdog:
@@ -110,6 +115,8 @@ class Watchdog:
             incident.id
             for incident in open_now
             if not self._lasts(incident.kind, incident.periodic_task_id, troubled, states)
+            # An event (a missed occurrence) is alerted before it closes.
+            and (incident.kind not in EVENTS or incident.alerted_at or not self.settings.alert_task)
         ]
         self.incidents.close(over, now)
         known = {(i.kind, i.periodic_task_id) for i in open_now if i.id not in over}
@@ -131,7 +138,11 @@ class Watchdog:
         """A schedule's health, its own limits falling back on the app's."""
         settings = self.settings
         subject = watched(
-            risk.columns, risk.open_runs, settings.default_grace, settings.default_max_runtime
+            risk.columns,
+            risk.open_runs,
+            settings.default_grace,
+            settings.default_max_runtime,
+            risk.last_started,
         )
         return health_of(subject, now)
 
@@ -147,10 +158,12 @@ class Watchdog:
             return False
         if schedule_id is None:
             return True
+        state = states.get(schedule_id)
         if kind in EVENTS:
             # A missed occurrence ends once its schedule is out of trouble.
-            state = states.get(schedule_id)
             return state is not None and state[1].health in TROUBLE
+        if kind in LASTS_THROUGH:
+            return state is not None and state[1].health in LASTS_THROUGH[kind]
         return (kind, schedule_id) in troubled
 
     def _act_on_overrun(self, risk: AtRisk, state: State) -> None:

@@ -60,17 +60,24 @@ from bridge.rules.definition import (
 )
 from bridge.rules.edits import FRESH_STATE, retimes
 from bridge.rules.fire import state_of
-from bridge.rules.health import health_of, watched
+from bridge.rules.health import State, health_of, watched
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus, Source, Trigger
 from bridge.rules.policy import Overlap, Policies, PolicyFields, duration
 from bridge.rules.runs import Envelope, Payload, expires_at, new_run, run_id_for
 from bridge.rules.stats import spread, success_rate
 from bridge.rules.timers import Timer, parse_timer
-from bridge.rules.values import aware, instant, required_instant, seconds, whole_number
+from bridge.rules.values import (
+    aware,
+    column_of,
+    instant,
+    required_instant,
+    seconds,
+    whole_number,
+)
 from bridge.storage.audit import AuditStore, Change
 from bridge.storage.database import Database, database_for
 from bridge.storage.history import HistoryStore, RunFilter
-from bridge.storage.incidents import IncidentStore
+from bridge.storage.incidents import IncidentStore, RunsSeen
 from bridge.storage.overview import Overview, OverviewStore
 from bridge.storage.retention import Limits, Pruned, Retention
 from bridge.storage.runs import Sent
@@ -493,12 +500,21 @@ class Bridge:
     def _judged(self, rows: Sequence[Any], now: datetime | None = None) -> builtins.list[Schedule]:
         """Views of ``rows``, each with its health judged from its open runs at ``now``."""
         now = now or utcnow()
-        runs = self.history_store.open_runs([row.id for row in rows])
-        grace, max_runtime = self.settings.default_grace, self.settings.default_max_runtime
-        return [
-            Schedule.of(row, health_of(watched(row, runs.get(row.id, ()), grace, max_runtime), now))
-            for row in rows
-        ]
+        seen = self.history_store.runs_seen([row.id for row in rows], now)
+        return [Schedule.of(row, self.health_of(row, seen, now)) for row in rows]
+
+    def health_of(self, row: Any, seen: RunsSeen, now: datetime) -> State:
+        """The health of the schedule ``row`` (columns or a mapping) from ``seen``, its own
+        limits falling back on the app's."""
+        row_id = column_of(row, "id")
+        subject = watched(
+            row,
+            seen.runs.get(row_id, ()),
+            self.settings.default_grace,
+            self.settings.default_max_runtime,
+            seen.last_started.get(row_id),
+        )
+        return health_of(subject, now)
 
     def schedules(
         self,
@@ -717,8 +733,8 @@ class Bridge:
     def overview(self, now: datetime | None = None) -> Overview:
         """What the metrics show: the first ``bridge_metrics_max_schedules`` schedules by
         name with their counters, and the totals of every schedule."""
-        late_before = (now or utcnow()) - self.grace
-        return self.overview_store.read(self.settings.metrics_max_schedules, late_before)
+        now = now or utcnow()
+        return self.overview_store.read(self.settings.metrics_max_schedules, now - self.grace, now)
 
     def audit(
         self, name: str | None = None, *, cursor: str | None = None, limit: int = PAGE_DEFAULT

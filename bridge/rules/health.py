@@ -12,8 +12,11 @@ that they never disagree. The states, most pressing first:
 ``late``
     an occurrence due more than its ``grace`` ago has not started: beat has
     not sent it, or no worker has started the run sent for it within the
-    grace (a run is waited for from when it was sent, so that occurrences
-    beat catches up after an outage are not late the moment they go out);
+    grace, and none has started a run of the schedule since (a run is waited
+    for from when it was sent, so that occurrences beat catches up after an
+    outage are not late the moment they go out; a run whose message expired
+    unstarted still counts, so that a stopped worker makes its schedules late
+    even when each run expires at the next occurrence);
 ``failing``
     its latest occurrences failed (``failure_streak`` at least 1), and the
     breaker has not tripped;
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from bridge.rules.kinds import NON_FINAL_STATUSES as NON_FINAL
 from bridge.rules.kinds import RunStatus
 from bridge.rules.values import column_of
 
@@ -53,13 +57,14 @@ class Health(enum.StrEnum):
 TROUBLE = frozenset({Health.BROKEN, Health.OVERRUN, Health.LATE, Health.FAILING})
 #: A run a worker holds.
 HELD_BY_WORKER = frozenset({RunStatus.RECEIVED, RunStatus.STARTED, RunStatus.RETRY})
-#: A run not started yet.
-NOT_STARTED = frozenset({RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED})
+#: A run not started yet, or one that ended (expired) before it started.
+UNSTARTED = frozenset({RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED, RunStatus.REVOKED})
 
 
 @dataclass(frozen=True)
 class OpenRunView:
-    """An open run, as the health needs it."""
+    """A run as the health needs it: one not final, or one that expired before it started
+    (status ``REVOKED``, no start)."""
 
     id: str
     status: str
@@ -91,6 +96,8 @@ class Watched:
     grace: timedelta
     max_runtime: timedelta | None
     open_runs: Sequence[OpenRunView] = ()
+    #: When a run of the schedule last started (recently; None: not known).
+    last_started: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,7 @@ def watched(
     open_runs: Sequence[OpenRunView],
     default_grace: float,
     default_max_runtime: float,
+    last_started: datetime | None = None,
 ) -> Watched:
     """What to judge a schedule by: its row's columns (a row or a mapping), its open runs,
     and its own ``grace`` and ``max_runtime`` or else the app's (0: no max runtime)."""
@@ -129,6 +137,7 @@ def watched(
         grace=timedelta(seconds=grace),
         max_runtime=None if max_runtime is None else timedelta(seconds=max_runtime),
         open_runs=tuple(open_runs),
+        last_started=last_started,
     )
 
 
@@ -152,6 +161,7 @@ def health_of(watched: Watched, now: datetime) -> State:
             f"its last {count} occurrence{'s' if count > 1 else ''} failed",
         )
     held = [run for run in watched.open_runs if RunStatus(run.status) in HELD_BY_WORKER]
+    open_runs = [run for run in watched.open_runs if RunStatus(run.status) in NON_FINAL]
     if held:
         started = [run.started_at for run in held if run.started_at is not None]
         return State(
@@ -160,7 +170,7 @@ def health_of(watched: Watched, now: datetime) -> State:
             "a run is under way",
             tuple(run.id for run in held),
         )
-    if watched.last_run_at is None and not watched.open_runs:
+    if watched.last_run_at is None and not open_runs:
         return State(Health.NEW, None, "it has never run")
     return State(Health.OK)
 
@@ -192,9 +202,11 @@ def _late(watched: Watched, now: datetime) -> State | None:
     waiting = [
         run
         for run in watched.open_runs
-        if RunStatus(run.status) in NOT_STARTED
+        if RunStatus(run.status) in UNSTARTED
+        and run.started_at is None
         and run.waited_from is not None
         and now - run.waited_from > grace
+        and (watched.last_started is None or watched.last_started < run.waited_from)
     ]
     if waiting:
         oldest = min(run.waited_from for run in waiting if run.waited_from is not None)

@@ -17,10 +17,9 @@ from sqlalchemy import ColumnElement, func, select, tuple_
 from sqlalchemy.orm import Session
 
 from bridge.errors import RunNotFound
-from bridge.rules.health import OpenRunView
 from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.database import Database
-from bridge.storage.incidents import open_run_views
+from bridge.storage.incidents import RunsSeen, runs_seen
 from bridge.storage.models import PeriodicTask, ScheduleTally, TaskExecution
 from bridge.storage.tally import COUNTS, hour_of
 
@@ -144,10 +143,10 @@ class HistoryStore:
             ],
         )
 
-    def open_runs(self, schedule_ids: Sequence[int]) -> dict[int, list[OpenRunView]]:
-        """The open runs of these schedules, as their health is judged from them."""
+    def runs_seen(self, schedule_ids: Sequence[int], now: datetime) -> RunsSeen:
+        """The runs of these schedules their health is judged from."""
         with self.database.session() as session:
-            return open_run_views(session, schedule_ids)
+            return runs_seen(session, schedule_ids, now)
 
 
 def _run(session: Session, run_id: str) -> tuple[TaskExecution, str | None]:

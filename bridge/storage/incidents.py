@@ -18,8 +18,9 @@ from typing import Any
 from sqlalchemy import ColumnElement, CompoundSelect, and_, delete, func, or_, select, union, update
 from sqlalchemy.orm import Session
 
+from bridge.rules.decisions import EXPIRED
 from bridge.rules.health import OpenRunView
-from bridge.rules.kinds import NON_FINAL_STATUSES
+from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.storage import tally
 from bridge.storage.database import Database
 from bridge.storage.models import BeatInstance, Incident, PeriodicTask, TaskExecution
@@ -27,6 +28,8 @@ from bridge.storage.sql import among, insert_or_skip
 
 #: The subject of an incident that is no one schedule's.
 SCHEDULER = "scheduler"
+#: How far back the health looks at runs that ended: expired ones, the latest start.
+RECENT = timedelta(days=1)
 #: The columns of a schedule the watchdog judges it by.
 WATCHED_COLUMNS = (
     "id",
@@ -51,10 +54,12 @@ def subject_of(schedule_id: int | None) -> str:
 
 @dataclass(frozen=True)
 class AtRisk:
-    """A schedule the watchdog looks at: its columns and its open runs."""
+    """A schedule the watchdog looks at: its columns, its open and expired runs, and when a
+    run of it last started."""
 
     columns: dict[str, Any]
     open_runs: list[OpenRunView]
+    last_started: datetime | None
 
 
 @dataclass(frozen=True)
@@ -104,8 +109,11 @@ class IncidentStore:
                 row.id: dict(row._mapping)
                 for row in session.execute(select(*columns).where(table.id.in_(ids)))
             }
-            runs = open_run_views(session, ids)
-        return [AtRisk(columns, runs.get(schedule_id, [])) for schedule_id, columns in rows.items()]
+            seen = runs_seen(session, ids, now)
+        return [
+            AtRisk(columns, seen.runs.get(schedule_id, []), seen.last_started.get(schedule_id))
+            for schedule_id, columns in rows.items()
+        ]
 
     def last_tick(self) -> datetime | None:
         """When some beat instance last ticked (None: none is registered)."""
@@ -217,27 +225,52 @@ class IncidentStore:
             )
 
 
-def open_run_views(session: Session, schedule_ids: Sequence[int]) -> dict[int, list[OpenRunView]]:
-    """The open runs of these schedules as the health judges them, by schedule."""
-    found: dict[int, list[OpenRunView]] = {}
+@dataclass(frozen=True)
+class RunsSeen:
+    """What a schedule's health is judged from besides its row, for several schedules."""
+
+    #: Per schedule, its runs not final and those that expired unstarted lately.
+    runs: dict[int, list[OpenRunView]]
+    #: Per schedule, when a run of it last started lately.
+    last_started: dict[int, datetime]
+
+
+def runs_seen(session: Session, schedule_ids: Sequence[int], now: datetime) -> RunsSeen:
+    """The runs of these schedules the health looks at: open ones, and those that expired
+    unstarted or started within :data:`RECENT` of ``now``."""
+    seen = RunsSeen({}, {})
     if not schedule_ids:
-        return found
+        return seen
+    run = TaskExecution
+    of_these = among(session, run.periodic_task_id, schedule_ids)
+    recent = now - RECENT
     statement = select(
-        TaskExecution.id,
-        TaskExecution.periodic_task_id,
-        TaskExecution.status,
-        TaskExecution.plan_time,
-        TaskExecution.started_at,
-        TaskExecution.queued_at,
+        run.id, run.periodic_task_id, run.status, run.plan_time, run.started_at, run.queued_at
     ).where(
-        TaskExecution.status.in_(NON_FINAL_STATUSES),
-        among(session, TaskExecution.periodic_task_id, schedule_ids),
+        of_these,
+        or_(
+            run.status.in_(NON_FINAL_STATUSES),
+            and_(
+                run.status == RunStatus.REVOKED,
+                run.error == EXPIRED,
+                run.started_at.is_(None),
+                run.finished_at >= recent,
+            ),
+        ),
     )
-    for run in session.execute(statement):
-        found.setdefault(run.periodic_task_id, []).append(
-            OpenRunView(run.id, run.status, run.plan_time, run.started_at, run.queued_at)
+    for found in session.execute(statement):
+        seen.runs.setdefault(found.periodic_task_id, []).append(
+            OpenRunView(found.id, found.status, found.plan_time, found.started_at, found.queued_at)
         )
-    return found
+    started = (
+        select(run.periodic_task_id, func.max(run.started_at))
+        .where(of_these, run.started_at >= recent)
+        .group_by(run.periodic_task_id)
+    )
+    for schedule_id, last in session.execute(started).all():
+        if schedule_id is not None and last is not None:
+            seen.last_started[schedule_id] = last
+    return seen
 
 
 def open_incident(session: Session, opening: Opening, now: datetime) -> int | None:

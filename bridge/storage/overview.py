@@ -15,10 +15,9 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from bridge.rules.health import OpenRunView
 from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.database import Database
-from bridge.storage.incidents import open_run_views
+from bridge.storage.incidents import RunsSeen, runs_seen
 from bridge.storage.models import (
     BeatInstance,
     Incident,
@@ -73,8 +72,8 @@ class Overview:
 
     #: The first schedules by name, each a mapping of :data:`SCHEDULE_COLUMNS`.
     schedules: list[dict[str, Any]]
-    #: The open runs of each schedule shown.
-    open_runs: dict[int, list[OpenRunView]]
+    #: The runs the health of each schedule shown is judged from.
+    seen: RunsSeen
     #: How many schedules there are: all, enabled, paused (disabled, not broken), broken.
     counts: dict[str, int]
     #: :data:`SUMMED` over every schedule.
@@ -95,7 +94,7 @@ class OverviewStore:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    def read(self, cap: int, late_before: datetime) -> Overview:
+    def read(self, cap: int, late_before: datetime, now: datetime) -> Overview:
         table = PeriodicTask.__table__.c
         shown = select(*(table[name] for name in SCHEDULE_COLUMNS)).order_by(table.name).limit(cap)
         counted = select(
@@ -109,7 +108,7 @@ class OverviewStore:
         open_status = TaskExecution.status.in_(NON_FINAL_STATUSES)
         with self.database.session() as session:
             schedules = [dict(row._mapping) for row in session.execute(shown)]
-            open_runs = open_run_views(session, [row["id"] for row in schedules])
+            seen = runs_seen(session, [row["id"] for row in schedules], now)
             open_totals = dict(
                 session.execute(
                     select(TaskExecution.status, func.count())
@@ -129,7 +128,7 @@ class OverviewStore:
             workers = list(session.scalars(select(WorkerInstance).order_by(WorkerInstance.name)))
         return Overview(
             schedules=schedules,
-            open_runs=open_runs,
+            seen=seen,
             counts={"all": every, "enabled": enabled, "paused": paused, "broken": broken},
             totals={name: int(value) for name, value in zip(SUMMED, sums, strict=True)},
             open_totals=open_totals,

@@ -65,6 +65,14 @@ def test_a_run_sent_late_is_waited_for_from_its_sending() -> None:
     assert found.reason == "a run sent 1m ago has not started (grace 1m)"
 
 
+def test_a_run_that_expired_unstarted_keeps_its_schedule_late_until_a_run_starts() -> None:
+    """A stopped worker: each run expires at the next occurrence, unstarted."""
+    expired = run("REVOKED", plan_ago=600, queued_ago=600)
+    assert state(open_runs=[expired]) is Health.LATE
+    assert state(open_runs=[expired], last_started=NOW - timedelta(seconds=30)) is Health.OK
+    assert state(open_runs=[expired], last_started=NOW - timedelta(seconds=900)) is Health.LATE
+
+
 def test_without_a_max_runtime_nothing_overruns() -> None:
     assert state(max_runtime=None, open_runs=[run("STARTED", 86400, 86400)]) is Health.RUNNING
 

@@ -24,8 +24,8 @@ from prometheus_client.registry import Collector
 
 from bridge.clock import utcnow
 from bridge.manage.api import Bridge
-from bridge.rules.health import OpenRunView, health_of, watched
-from bridge.rules.kinds import RunStatus
+from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
+from bridge.storage.incidents import RunsSeen
 
 #: The counter column of each final status.
 _COUNTERS = {
@@ -59,8 +59,8 @@ class ScheduleCollector(Collector):
         now = utcnow()
         seen = self.bridge.overview(now)
         status = self.bridge.status(now)
-        yield from self._per_schedule(seen.schedules, seen.open_runs)
-        yield self._health(seen.schedules, seen.open_runs, now)
+        yield from self._per_schedule(seen.schedules, seen.seen)
+        yield self._health(seen.schedules, seen.seen, now)
         incidents = GaugeMetricFamily(
             "bridge_incidents_open", "Open incidents, by kind.", labels=["kind"]
         )
@@ -127,31 +127,21 @@ class ScheduleCollector(Collector):
         )
 
     def _health(
-        self,
-        schedules: list[dict[str, Any]],
-        open_runs: dict[int, list[OpenRunView]],
-        now: datetime,
+        self, schedules: list[dict[str, Any]], runs: RunsSeen, now: datetime
     ) -> GaugeMetricFamily:
         """Each schedule's health, as ``ls`` and the API judge it: 1 on its state."""
-        settings = self.bridge.settings
         family = GaugeMetricFamily(
             "bridge_schedule_health",
             "1 on a schedule's health: ok, running, late, overrun, failing, broken, paused, new.",
             labels=["schedule", "state"],
         )
         for row in schedules:
-            subject = watched(
-                row,
-                open_runs.get(row["id"], ()),
-                settings.default_grace,
-                settings.default_max_runtime,
+            family.add_metric(
+                [row["name"], self.bridge.health_of(row, runs, now).health.value], 1.0
             )
-            family.add_metric([row["name"], health_of(subject, now).health.value], 1.0)
         return family
 
-    def _per_schedule(
-        self, schedules: list[dict[str, Any]], open_runs: dict[int, list[OpenRunView]]
-    ) -> Iterator[Any]:
+    def _per_schedule(self, schedules: list[dict[str, Any]], seen: RunsSeen) -> Iterator[Any]:
         label = ["schedule"]
         info = InfoMetricFamily("bridge_schedule", "A schedule's definition.", labels=label)
         times = {
@@ -198,7 +188,9 @@ class ScheduleCollector(Collector):
                 moment = _seconds(row[column])
                 if moment is not None:
                     family.add_metric(name, moment)
-            opened = open_runs.get(row["id"], [])
+            opened = [
+                run for run in seen.runs.get(row["id"], []) if run.status in NON_FINAL_STATUSES
+            ]
             paused = not row["enabled"] and not row["broken"]
             for key, value in (
                 ("enabled", row["enabled"]),

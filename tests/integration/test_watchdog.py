@@ -1,0 +1,162 @@
+"""The watchdog with real processes: each incident alerted once and recovered once.
+
+Two beats and two workers on PostgreSQL and Redis, every beat running its
+watchdog each second. The alert task is the reference app's, which posts
+each alert as JSON to ``ALERT_WEBHOOK_URL``: here a small HTTP server of
+the test's own, which keeps what it receives. Schedules go late (their runs
+go to a queue no worker reads), overrun (a run sleeps past its max
+runtime), fail and break; then both beats are killed, so that no beat
+ticks. Each incident must reach the webhook exactly once when it opens and
+once when it recovers, although two beats and two workers could each send
+it.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import Env, free_port, rows, wait_for
+
+pytestmark = pytest.mark.e2e
+
+#: Settings of every process: a fast watchdog, workers that beat each second.
+SETTINGS = {
+    "BRIDGE_ALERT_TASK": "workers.app.alert",
+    "BRIDGE_WATCHDOG_INTERVAL": "1",
+    "BRIDGE_NO_BEAT_ALERT": "6",
+    "BRIDGE_WORKER_TIMEOUT": "3",
+}
+
+
+class Webhook:
+    """An HTTP server that keeps the JSON bodies posted to it."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        received = self.received
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+                length = int(self.headers["Content-Length"])
+                received.append(json.loads(self.rfile.read(length)))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def events(self, schedule: str | None, kind: str | None = None) -> list[str]:
+        return [
+            alert["event"]
+            for alert in list(self.received)
+            if alert["schedule"] == schedule and (kind is None or alert["kind"] == kind)
+        ]
+
+    def wait(self, schedule: str | None, kind: str, events: list[str], timeout: float) -> None:
+        wait_for(
+            lambda: self.events(schedule, kind) == events,
+            timeout,
+            what=f"{events} of {kind} for {schedule}; all: {self.received}",
+        )
+
+
+@pytest.fixture
+def webhook() -> Iterator[Webhook]:
+    hook = Webhook()
+    try:
+        yield hook
+    finally:
+        hook.server.shutdown()
+
+
+def test_each_incident_is_alerted_once_and_recovers_once(
+    pg_env: Env, webhook: Webhook, tmp_path: Path
+) -> None:
+    extra = {**SETTINGS, "ALERT_WEBHOOK_URL": webhook.url}
+    workers = [pg_env.start("worker", "-c", "2", **extra) for _ in range(2)]
+    for worker in workers:
+        worker.wait_log("ready", timeout=60)
+    beats = [pg_env.start("beat", **extra) for _ in range(2)]
+    cli = pg_env.cli
+    # Late: its runs go to a queue no worker reads, and start within no grace of 3 s.
+    cli("add", "late-one", "--task", "workers.app.quick", "--timer", "every 2s",
+        "--queue", "nobody-reads-this", "--grace", "3s", "--overlap", "allow")  # fmt: skip
+    # Overrun: a run sleeps 8 s against a max runtime of 2 s.
+    cli("add", "overrun-one", "--task", "workers.app.slow", "--timer", "every 1h",
+        "--kwargs", '{"seconds": 8}', "--max-runtime", "2s")  # fmt: skip
+    cli("run", "overrun-one")
+    # Failing, then broken by the breaker after three failures.
+    cli("add", "failing-one", "--task", "workers.app.fail", "--timer", "every 1s",
+        "--max-failures", "3", "--overlap", "allow")  # fmt: skip
+    # Pruned by the watchdog to its last 3 runs (the latest SUCCESS is always kept).
+    cli("add", "pruned-one", "--task", "workers.app.quick", "--timer", "every 1s",
+        "--keep-runs", "3", "--overlap", "allow")  # fmt: skip
+
+    webhook.wait("late-one", "late", ["opened"], 60)
+    webhook.wait("overrun-one", "overrun", ["opened"], 60)
+    webhook.wait("failing-one", "failing", ["opened"], 60)
+    webhook.wait("failing-one", "broken", ["opened"], 60)
+    shown = json.loads(cli("ls", "--json").stdout)
+    health = {schedule["name"]: schedule["health"] for schedule in shown}
+    assert health["late-one"] == "late"
+    assert health["failing-one"] == "broken"
+
+    # The troubles end: paused, the run over, fixed and resumed.
+    cli("pause", "late-one", "--note", "seen")
+    cli("edit", "failing-one", "--task", "workers.app.quick")
+    cli("resume", "failing-one")
+    webhook.wait("late-one", "late", ["opened", "recovered"], 60)
+    webhook.wait("overrun-one", "overrun", ["opened", "recovered"], 60)
+    webhook.wait("failing-one", "failing", ["opened", "recovered"], 60)
+    webhook.wait("failing-one", "broken", ["opened", "recovered"], 60)
+
+    opened = next(
+        a for a in webhook.received if a["schedule"] == "late-one" and a["event"] == "opened"
+    )
+    assert opened["message"].startswith("Schedule 'late-one' is late: a run sent ")
+    assert opened["runs"] and opened["text"] == opened["message"]
+
+    def pruned() -> bool:
+        history = json.loads(cli("history", "pruned-one", "--limit", "100", "--json").stdout)
+        return (
+            len(history) <= 4
+            and json.loads(cli("show", "pruned-one", "--json").stdout)["total_run_count"] >= 8
+        )
+
+    wait_for(pruned, 60, what="the watchdog to prune pruned-one to its last runs")
+
+    # No beat: both killed; the workers raise the alarm, the first beat back ends it.
+    for beat in beats:
+        beat.signal(signal.SIGKILL)
+    webhook.wait(None, "no_beat", ["opened"], 60)
+    pg_env.start("beat", **extra)
+    webhook.wait(None, "no_beat", ["opened", "recovered"], 60)
+
+    # A few more passes of the watchdogs: nothing is sent twice.
+    time.sleep(4)
+    for schedule, kind in (
+        ("late-one", "late"),
+        ("overrun-one", "overrun"),
+        ("failing-one", "failing"),
+        ("failing-one", "broken"),
+        (None, "no_beat"),
+    ):
+        assert webhook.events(schedule, kind) == ["opened", "recovered"], (schedule, kind)
+    kinds = rows(pg_env.database_url, "SELECT kind, alerts FROM incident ORDER BY id")
+    assert all(alerts == 1 for _, alerts in kinds), kinds
+    incidents = json.loads(cli("incidents", "--all", "--json").stdout)
+    assert {i["kind"] for i in incidents} >= {"late", "overrun", "failing", "broken", "no_beat"}
+    assert not [i for i in incidents if i["open"]]

@@ -50,6 +50,8 @@ def main() -> None:
     DEMO_DIR.mkdir(exist_ok=True)
     os.environ.setdefault("BRIDGE_DATABASE_URL", f"sqlite:///{DEMO_DIR / 'bridge.db'}")
     os.environ.setdefault("BRIDGE_BROKER_DIR", str(DEMO_DIR / "broker"))
+    # The failing schedule's incident is alerted: workers.app.alert logs it in worker.log.
+    os.environ.setdefault("BRIDGE_ALERT_TASK", "workers.app.alert")
 
     from bridge import Bridge
     from workers.app import app

@@ -411,7 +411,7 @@ def show(ctx: click.Context, name: str, as_json: bool) -> None:
 
 
 #: Columns holding a duration in seconds.
-DURATION_COLUMNS = frozenset({"catchup_window", "jitter"})
+DURATION_COLUMNS = frozenset({"catchup_window", "jitter", "grace", "max_runtime"})
 
 
 def _field_text(schedule: Schedule, key: str, value: Any) -> str:

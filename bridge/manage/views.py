@@ -69,6 +69,11 @@ class Schedule(_View):
     max_attempts: int
     backoff: str | None
     expires: str
+    grace: float | None
+    max_runtime: float | None
+    on_overrun: str
+    keep_runs: int | None
+    keep_days: int | None
     held: datetime | None
     retry_plan: datetime | None
     retry_attempt: int | None
@@ -77,6 +82,7 @@ class Schedule(_View):
     source: str
     note: str | None
     broken: bool
+    silenced_until: datetime | None
     created_at: datetime
     updated_at: datetime
     last_run_at: datetime | None
@@ -94,12 +100,6 @@ class Schedule(_View):
     runtime_total: float
     last_success_at: datetime | None
     last_failure_at: datetime | None
-    grace: float | None
-    max_runtime: float | None
-    on_overrun: str
-    keep_runs: int | None
-    keep_days: int | None
-    silenced_until: datetime | None
     worker: str | None
     marked: datetime | None
     labels: tuple[str, ...] = ()

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, CompoundSelect, and_, delete, func, or_, select, union, update
+from sqlalchemy import ColumnElement, and_, delete, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from bridge.rules.decisions import EXPIRED
@@ -89,7 +89,7 @@ class IncidentStore:
         open incident (to be closed when the trouble is over)."""
         table = PeriodicTask
         open_status = TaskExecution.status.in_(NON_FINAL_STATUSES)
-        sources: CompoundSelect[Any] = union(
+        sources = (
             select(table.id).where(table.enabled, table.nextrun < now).limit(limit),
             select(TaskExecution.periodic_task_id)
             .where(open_status, TaskExecution.periodic_task_id.is_not(None))
@@ -102,7 +102,9 @@ class IncidentStore:
         )
         columns = [table.__table__.c[name] for name in WATCHED_COLUMNS]
         with self.database.session() as session:
-            ids = [row[0] for row in session.execute(select(sources.subquery()))]
+            ids = sorted(
+                {found for source in sources for found in session.scalars(source) if found}
+            )
             if not ids:
                 return []
             rows = {

@@ -45,7 +45,7 @@ class Webhook:
         received = self.received
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+            def do_POST(self) -> None:
                 length = int(self.headers["Content-Length"])
                 received.append(json.loads(self.rfile.read(length)))
                 self.send_response(204)
@@ -160,3 +160,19 @@ def test_each_incident_is_alerted_once_and_recovers_once(
     incidents = json.loads(cli("incidents", "--all", "--json").stdout)
     assert {i["kind"] for i in incidents} >= {"late", "overrun", "failing", "broken", "no_beat"}
     assert not [i for i in incidents if i["open"]]
+
+
+def test_the_embedded_default_alerts_too(embedded_env: Env, webhook: Webhook) -> None:
+    """SQLite and the filesystem broker: a failing schedule is an incident, alerted once."""
+    extra = {**SETTINGS, "ALERT_WEBHOOK_URL": webhook.url}
+    embedded_env.start("worker", **extra).wait_log("ready", timeout=60)
+    embedded_env.start("beat", **extra)
+    embedded_env.cli("add", "fails", "--task", "workers.app.fail", "--timer", "every 2s")
+    webhook.wait("fails", "failing", ["opened"], 60)
+    listed = json.loads(embedded_env.cli("incidents", "--json").stdout)
+    assert [(i["kind"], i["schedule_name"], i["alerts"]) for i in listed] == [
+        ("failing", "fails", 1)
+    ]
+    embedded_env.cli("ack", str(listed[0]["id"]))
+    embedded_env.cli("edit", "fails", "--task", "workers.app.quick")
+    webhook.wait("fails", "failing", ["opened", "recovered"], 60)

@@ -120,6 +120,7 @@ ROW: dict[str, Any] = {
     "enabled": True,
     "broken": False,
     "note": None,
+    "silenced_until": None,
     "nextrun": datetime(2026, 12, 1, tzinfo=UTC),
 }
 

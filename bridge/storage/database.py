@@ -196,11 +196,13 @@ class Database:
             _prepare_sqlite(engine)
             return engine
         connect_args = {"connect_timeout": 5} if "postgresql" in self.url.split(":", 1)[0] else {}
+        # Connections open only as they are needed; the pool keeps those an HTTP
+        # server's threads use at once, rather than closing and reopening them.
         return create_engine(
             self.url,
             pool_pre_ping=self.pre_ping,
-            pool_size=5,
-            max_overflow=5,
+            pool_size=10,
+            max_overflow=10,
             connect_args=connect_args,
         )
 

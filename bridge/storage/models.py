@@ -168,6 +168,13 @@ class PeriodicTask(Base):
     __table_args__ = (
         # The due query: enabled rows ordered by nextrun.
         Index("ix_periodic_task_due", "enabled", "nextrun"),
+        # Names by prefix on PostgreSQL, whatever the database's collation (LIKE 'p%'
+        # uses the name's own index only under the C collation).
+        Index(
+            "ix_periodic_task_name_pattern",
+            "name",
+            postgresql_ops={"name": "varchar_pattern_ops"},
+        ).ddl_if(dialect="postgresql"),
         # The few schedules in trouble the watchdog looks at: failing or broken.
         Index(
             "ix_periodic_task_trouble",

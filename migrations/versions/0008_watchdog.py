@@ -37,6 +37,14 @@ def upgrade() -> None:
         postgresql_where=sa.text("failure_streak > 0 OR broken"),
         sqlite_where=sa.text("failure_streak > 0 OR broken"),
     )
+    if op.get_bind().dialect.name == "postgresql":
+        op.create_index(
+            "ix_periodic_task_name_pattern",
+            "periodic_task",
+            ["name"],
+            unique=False,
+            postgresql_ops={"name": "varchar_pattern_ops"},
+        )
     op.create_table(
         "schedule_tally",
         sa.Column("periodic_task_id", sa.Integer(), nullable=False),
@@ -96,6 +104,8 @@ def downgrade() -> None:
     op.drop_table("incident")
     op.drop_table("schedule_tally")
     op.drop_index("ix_periodic_task_trouble", table_name="periodic_task")
+    if op.get_bind().dialect.name == "postgresql":
+        op.drop_index("ix_periodic_task_name_pattern", table_name="periodic_task")
     with op.batch_alter_table("periodic_task", schema=None) as batch_op:
         for name in (
             "alert_count",

@@ -515,3 +515,34 @@ def test_beat_serves_its_own_metrics(deployment: Deployment) -> None:
         / samples["bridge_beat_fire_lateness_seconds_count"]
         < 5
     )
+
+
+def test_health_incidents_silence_and_prune(deployment: Deployment) -> None:
+    deployment.create("web-failing", task="workers.app.fail", timer="every 1s", overlap="allow")
+
+    def incident() -> dict[str, Any] | None:
+        page = deployment.reader.get("/api/v1/incidents", params={"open": "true"}).json()
+        found = [i for i in page["items"] if i["schedule_name"] == "web-failing"]
+        return found[0] if found else None
+
+    opened = wait_for(incident, 60, what="the failing incident")
+    assert opened["kind"] == "failing" and opened["open"] is True
+    assert deployment.reader.get("/api/v1/schedules/web-failing").json()["health"] == "failing"
+    acked = deployment.admin.post(f"/api/v1/incidents/{opened['id']}/acknowledge")
+    assert acked.status_code == 200
+    assert acked.json()["acknowledged_by"] == "http:admin@127.0.0.1"
+    assert (
+        deployment.reader.post(f"/api/v1/incidents/{opened['id']}/acknowledge").status_code == 403
+    )
+    assert deployment.admin.post("/api/v1/incidents/999999/acknowledge").status_code == 422
+    silenced = deployment.admin.post("/api/v1/schedules/web-failing/silence", json={"for": "2h"})
+    assert silenced.json()["silenced_until"] is not None
+    bad = deployment.admin.post("/api/v1/schedules/web-failing/silence", json={"for": "-1h"})
+    assert (bad.status_code, bad.json()["field"]) == (422, "for")
+    loud = deployment.admin.delete("/api/v1/schedules/web-failing/silence")
+    assert loud.json()["silenced_until"] is None
+    deployment.admin.post("/api/v1/schedules/web-failing/pause")
+    counted = deployment.admin.post("/api/v1/prune", json={"dry_run": True}).json()
+    assert counted["dry_run"] is True and counted["runs"] >= 0
+    text = deployment.reader.get("/metrics").text
+    assert 'bridge_schedule_health{schedule="web-failing",state="paused"} 1.0' in text

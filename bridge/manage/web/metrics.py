@@ -14,6 +14,8 @@ got series of their own.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -38,6 +40,10 @@ _COUNTERS = {
 _RUNNING = (RunStatus.RECEIVED.value, RunStatus.STARTED.value, RunStatus.RETRY.value)
 
 
+#: How long one reading of the database serves the scrapes that follow it, in seconds.
+FRESH_FOR = 2.0
+
+
 def registry_for(bridge: Bridge) -> CollectorRegistry:
     """A registry of its own, holding only the bridge's collector."""
     registry = CollectorRegistry(auto_describe=False)
@@ -50,12 +56,24 @@ def _seconds(moment: datetime | None) -> float | None:
 
 
 class ScheduleCollector(Collector):
-    """Reads the overview at each scrape and turns it into metric families."""
+    """Reads the overview and turns it into metric families, at most every
+    :data:`FRESH_FOR` seconds: scrapes that come together (several Prometheus servers,
+    a dashboard) share one reading instead of each scanning the table."""
 
     def __init__(self, bridge: Bridge) -> None:
         self.bridge = bridge
+        self._lock = threading.Lock()
+        self._read_at = -FRESH_FOR
+        self._families: list[Any] = []
 
     def collect(self) -> Iterator[Any]:
+        with self._lock:
+            if time.monotonic() - self._read_at >= FRESH_FOR:
+                self._families = list(self._read())
+                self._read_at = time.monotonic()
+            return iter(self._families)
+
+    def _read(self) -> Iterator[Any]:
         now = utcnow()
         seen = self.bridge.overview(now)
         status = self.bridge.status(now)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from bridge.errors import ValidationError
@@ -20,6 +21,8 @@ from bridge.manage.api import Bridge
 from bridge.manage.web import schemas
 from bridge.manage.web.security import ACTOR_HEADER, Access, access_of, actor
 
+#: Routes are matched in the order they are declared: those of a schedule's sub-paths
+#: (``/schedules/{name}/runs``) come before ``/schedules/{name}``, whose name may hold ``/``.
 router = APIRouter(prefix="/api/v1")
 #: Documents the bearer token in the OpenAPI document (and gives its page a sign-in box).
 _bearer = HTTPBearer(auto_error=False, description="The admin or the read token.")
@@ -68,6 +71,12 @@ Admin = Annotated[Bridge, Depends(admin)]
 Text = Annotated[str | None, Query()]
 
 
+def answer(value: Any, status: int = 200) -> JSONResponse:
+    """The JSON of a value already made JSON-ready (``to_json``), sent as it is: FastAPI
+    would otherwise walk it again to encode it, which costs a page as much as reading it."""
+    return JSONResponse(value, status_code=status)
+
+
 def flag(field: str, value: str | None) -> bool | None:
     """A query parameter that is true or false, or left out."""
     if value is None:
@@ -96,49 +105,53 @@ def list_schedules(
     sort: Annotated[str, Query(description="name, or next (next run, soonest first).")] = "name",
     cursor: Annotated[str | None, Query(description="The next of the page before.")] = None,
     limit: Annotated[str, Query(description="At most 1000.")] = "100",
-) -> dict[str, Any]:
+) -> JSONResponse:
     """A page of schedules, filtered; ``next`` is the cursor of the following page."""
-    return bridge.schedules(
-        prefix=prefix,
-        task=task,
-        enabled=flag("enabled", enabled),
-        paused=flag("paused", paused),
-        broken=flag("broken", broken),
-        label=label,
-        late=flag("late", late) or None,
-        sort=sort,
-        cursor=cursor,
-        limit=limit,  # type: ignore[arg-type]  # the API checks and converts it
-    ).to_json()
+    return answer(
+        bridge.schedules(
+            prefix=prefix,
+            task=task,
+            enabled=flag("enabled", enabled),
+            paused=flag("paused", paused),
+            broken=flag("broken", broken),
+            label=label,
+            late=flag("late", late) or None,
+            sort=sort,
+            cursor=cursor,
+            limit=limit,  # type: ignore[arg-type]  # the API checks and converts it
+        ).to_json()
+    )
 
 
 @router.post("/schedules", status_code=201, tags=["schedules"])
-def create_schedule(bridge: Admin, body: schemas.ScheduleCreate) -> dict[str, Any]:  # type: ignore[valid-type]
+def create_schedule(bridge: Admin, body: schemas.ScheduleCreate) -> JSONResponse:  # type: ignore[valid-type]
     """Create a schedule (the fields of ``bridge add``)."""
     fields = body.given()  # type: ignore[attr-defined]
-    return bridge.add(fields.pop("name"), **fields).to_json()
+    return answer(bridge.add(fields.pop("name"), **fields).to_json(), 201)
 
 
 @router.get("/schedules/{name:path}/next", tags=["schedules"])
 def next_runs(
     bridge: Reader, name: str, count: Annotated[str, Query(description="At most 1000.")] = "5"
-) -> dict[str, Any]:
+) -> JSONResponse:
     """When beat will send the next runs, as ``bridge next`` says."""
     outlook = bridge.forecast(name, count)  # type: ignore[arg-type]
-    return {
-        "runs": [
-            {
-                "fire_at": run.fire_at.isoformat(),
-                "occurrence": run.occurrence.isoformat(),
-                "latest": run.latest.isoformat(),
-                "trigger": run.trigger.value,
-                "attempt": run.attempt,
-                "after_previous": run.after_previous,
-            }
-            for run in outlook.runs
-        ],
-        "end": outlook.end,
-    }
+    return answer(
+        {
+            "runs": [
+                {
+                    "fire_at": run.fire_at.isoformat(),
+                    "occurrence": run.occurrence.isoformat(),
+                    "latest": run.latest.isoformat(),
+                    "trigger": run.trigger.value,
+                    "attempt": run.attempt,
+                    "after_previous": run.after_previous,
+                }
+                for run in outlook.runs
+            ],
+            "end": outlook.end,
+        }
+    )
 
 
 @router.get("/schedules/{name:path}/runs", tags=["runs"])
@@ -151,17 +164,19 @@ def schedule_runs(
     until: Text = None,
     cursor: Text = None,
     limit: str = "100",
-) -> dict[str, Any]:
+) -> JSONResponse:
     """A page of the schedule's runs, newest occurrence first."""
-    return bridge.runs(
-        name,
-        status=status,
-        trigger=trigger,
-        since=since,
-        until=until,
-        cursor=cursor,
-        limit=limit,  # type: ignore[arg-type]
-    ).to_json()
+    return answer(
+        bridge.runs(
+            name,
+            status=status,
+            trigger=trigger,
+            since=since,
+            until=until,
+            cursor=cursor,
+            limit=limit,  # type: ignore[arg-type]
+        ).to_json()
+    )
 
 
 @router.get("/schedules/{name:path}/stats", tags=["schedules"])
@@ -169,57 +184,71 @@ def schedule_stats(
     bridge: Reader,
     name: str,
     window: Annotated[str, Query(description="How far back: 1h, 1d, 7d...")] = "1d",
-) -> dict[str, Any]:
+) -> JSONResponse:
     """Counts by status, success rate, durations and start delays over a window."""
-    return bridge.stats(name, window).to_json()
+    return answer(bridge.stats(name, window).to_json())
 
 
 @router.get("/schedules/{name:path}/audit", tags=["audit"])
 def schedule_audit(
     bridge: Reader, name: str, cursor: Text = None, limit: str = "100"
-) -> dict[str, Any]:
+) -> JSONResponse:
     """Who changed the schedule, when and how, newest first."""
-    return bridge.audit(name, cursor=cursor, limit=limit).to_json()  # type: ignore[arg-type]
+    return answer(bridge.audit(name, cursor=cursor, limit=limit).to_json())  # type: ignore[arg-type]
 
 
 @router.post("/schedules/{name:path}/pause", tags=["schedules"])
-def pause(bridge: Admin, name: str, body: schemas.Pause | None = None) -> dict[str, Any]:
+def pause(bridge: Admin, name: str, body: schemas.Pause | None = None) -> JSONResponse:
     """Stop firing the schedule until it is resumed, with a note saying why."""
-    return bridge.pause(name, None if body is None else body.note).to_json()
+    return answer(bridge.pause(name, None if body is None else body.note).to_json())
 
 
 @router.post("/schedules/{name:path}/resume", tags=["schedules"])
-def resume(bridge: Admin, name: str, body: schemas.Resume | None = None) -> dict[str, Any]:
+def resume(bridge: Admin, name: str, body: schemas.Resume | None = None) -> JSONResponse:
     """Fire the schedule again, from now or catching up what it missed."""
-    return bridge.resume(name, "now" if body is None else body.from_).to_json()
+    return answer(bridge.resume(name, "now" if body is None else body.from_).to_json())
 
 
 @router.post("/schedules/{name:path}/run", status_code=201, tags=["runs"])
-def run_now(bridge: Admin, name: str, body: schemas.ManualRun | None = None) -> dict[str, Any]:
+def run_now(bridge: Admin, name: str, body: schemas.ManualRun | None = None) -> JSONResponse:
     """Send a run now (``trigger=manual``), whatever the timer says."""
-    return bridge.run(name, None if body is None else body.overlap).to_json()
+    return answer(bridge.run(name, None if body is None else body.overlap).to_json(), 201)
 
 
 @router.post("/schedules/{name:path}/backfill", status_code=201, tags=["runs"])
-def backfill(bridge: Admin, name: str, body: schemas.Backfill) -> dict[str, Any]:
+def backfill(bridge: Admin, name: str, body: schemas.Backfill) -> JSONResponse:
     """Send the timer's occurrences in a past range, once each."""
     done = bridge.backfill(name, body.from_, body.to, overlap=body.overlap, limit=body.limit)
-    return {"created": [run.to_json() for run in done.created], "existing": done.existing}
+    return answer(
+        {"created": [run.to_json() for run in done.created], "existing": done.existing}, 201
+    )
+
+
+@router.post("/schedules/{name:path}/silence", tags=["incidents"])
+def silence(bridge: Admin, name: str, body: schemas.Silence | None = None) -> JSONResponse:
+    """Send no alert about the schedule, for a while or until unsilenced."""
+    return answer(bridge.silence(name, None if body is None else body.for_).to_json())
+
+
+@router.delete("/schedules/{name:path}/silence", tags=["incidents"])
+def unsilence(bridge: Admin, name: str) -> JSONResponse:
+    """Send the schedule's alerts again."""
+    return answer(bridge.unsilence(name).to_json())
 
 
 @router.get("/schedules/{name:path}", tags=["schedules"])
-def get_schedule(bridge: Reader, name: str) -> dict[str, Any]:
+def get_schedule(bridge: Reader, name: str) -> JSONResponse:
     """Every field of the schedule."""
-    return bridge.get(name).to_json()
+    return answer(bridge.get(name).to_json())
 
 
 @router.patch("/schedules/{name:path}", tags=["schedules"])
-def edit_schedule(bridge: Admin, name: str, body: schemas.ScheduleEdit) -> dict[str, Any]:  # type: ignore[valid-type]
+def edit_schedule(bridge: Admin, name: str, body: schemas.ScheduleEdit) -> JSONResponse:  # type: ignore[valid-type]
     """Change the fields given (those of ``bridge edit``); the others keep their values."""
     fields = body.given()  # type: ignore[attr-defined]
     if not fields:
         raise ValidationError("body", {}, "at least one field to change")
-    return bridge.edit(name, **fields).to_json()
+    return answer(bridge.edit(name, **fields).to_json())
 
 
 @router.delete("/schedules/{name:path}", status_code=204, tags=["schedules"])
@@ -229,33 +258,21 @@ def delete_schedule(bridge: Admin, name: str) -> Response:
     return Response(status_code=204)
 
 
-@router.post("/schedules/{name:path}/silence", tags=["incidents"])
-def silence(bridge: Admin, name: str, body: schemas.Silence | None = None) -> dict[str, Any]:
-    """Send no alert about the schedule, for a while or until unsilenced."""
-    return bridge.silence(name, None if body is None else body.for_).to_json()
-
-
-@router.delete("/schedules/{name:path}/silence", tags=["incidents"])
-def unsilence(bridge: Admin, name: str) -> dict[str, Any]:
-    """Send the schedule's alerts again."""
-    return bridge.unsilence(name).to_json()
-
-
 # -- labels ------------------------------------------------------------------------------
 
 
 @router.post("/labels/{label}/pause", tags=["schedules"])
-def pause_label(bridge: Admin, label: str, body: schemas.Pause | None = None) -> dict[str, Any]:
+def pause_label(bridge: Admin, label: str, body: schemas.Pause | None = None) -> JSONResponse:
     """Pause every enabled schedule carrying the label."""
     paused = bridge.pause_label(label, None if body is None else body.note)
-    return {"schedules": [schedule.name for schedule in paused]}
+    return answer({"schedules": [schedule.name for schedule in paused]})
 
 
 @router.post("/labels/{label}/resume", tags=["schedules"])
-def resume_label(bridge: Admin, label: str, body: schemas.Resume | None = None) -> dict[str, Any]:
+def resume_label(bridge: Admin, label: str, body: schemas.Resume | None = None) -> JSONResponse:
     """Resume every paused or broken schedule carrying the label."""
     resumed = bridge.resume_label(label, "now" if body is None else body.from_)
-    return {"schedules": [schedule.name for schedule in resumed]}
+    return answer({"schedules": [schedule.name for schedule in resumed]})
 
 
 # -- runs --------------------------------------------------------------------------------
@@ -271,39 +288,41 @@ def list_runs(
     until: Annotated[str | None, Query(description="Planned before (ISO-8601).")] = None,
     cursor: Text = None,
     limit: str = "100",
-) -> dict[str, Any]:
+) -> JSONResponse:
     """A page of the runs of every schedule (or of one), newest occurrence first."""
-    return bridge.runs(
-        schedule,
-        status=status,
-        trigger=trigger,
-        since=since,
-        until=until,
-        cursor=cursor,
-        limit=limit,  # type: ignore[arg-type]
-    ).to_json()
+    return answer(
+        bridge.runs(
+            schedule,
+            status=status,
+            trigger=trigger,
+            since=since,
+            until=until,
+            cursor=cursor,
+            limit=limit,  # type: ignore[arg-type]
+        ).to_json()
+    )
 
 
 @router.get("/runs/{run_id}", tags=["runs"])
-def get_run(bridge: Reader, run_id: str) -> dict[str, Any]:
+def get_run(bridge: Reader, run_id: str) -> JSONResponse:
     """One run, with its result, error and traceback."""
-    return bridge.run_info(run_id).to_json()
+    return answer(bridge.run_info(run_id).to_json())
 
 
 @router.post("/runs/{run_id}/cancel", tags=["runs"])
-def cancel_run(bridge: Admin, run_id: str, body: schemas.Cancel | None = None) -> dict[str, Any]:
+def cancel_run(bridge: Admin, run_id: str, body: schemas.Cancel | None = None) -> JSONResponse:
     """Cancel a run that has not ended: recorded REVOKED with the reason, revoked on the
     workers, and terminated where it executes if asked."""
     given = body or schemas.Cancel()
     if not isinstance(given.terminate, bool):
         raise ValidationError("terminate", given.terminate, "true or false")
-    return bridge.cancel(run_id, terminate=given.terminate, note=given.note).to_json()
+    return answer(bridge.cancel(run_id, terminate=given.terminate, note=given.note).to_json())
 
 
 @router.post("/runs/{run_id}/retry", status_code=201, tags=["runs"])
-def retry_run(bridge: Admin, run_id: str) -> dict[str, Any]:
+def retry_run(bridge: Admin, run_id: str) -> JSONResponse:
     """Send a failed, lost or revoked run again, as the next attempt of its occurrence."""
-    return bridge.retry(run_id).to_json()
+    return answer(bridge.retry(run_id).to_json(), 201)
 
 
 # -- incidents ---------------------------------------------------------------------------
@@ -315,43 +334,45 @@ def list_incidents(
     open: Annotated[str | None, Query(description="true: only open ones.")] = None,
     cursor: Text = None,
     limit: str = "100",
-) -> dict[str, Any]:
+) -> JSONResponse:
     """Incidents, newest first: late, overrun, failing, broken, missed, no beat."""
-    return bridge.incidents(
-        open_only=bool(flag("open", open)),
-        cursor=cursor,
-        limit=limit,  # type: ignore[arg-type]
-    ).to_json()
+    return answer(
+        bridge.incidents(
+            open_only=bool(flag("open", open)),
+            cursor=cursor,
+            limit=limit,  # type: ignore[arg-type]
+        ).to_json()
+    )
 
 
 @router.post("/incidents/{incident_id}/acknowledge", tags=["incidents"])
-def acknowledge(bridge: Admin, incident_id: str) -> dict[str, Any]:
+def acknowledge(bridge: Admin, incident_id: str) -> JSONResponse:
     """Acknowledge an incident: its alert is not repeated; its recovery still goes."""
-    return bridge.acknowledge(incident_id).to_json()  # type: ignore[arg-type]
+    return answer(bridge.acknowledge(incident_id).to_json())  # type: ignore[arg-type]
 
 
 @router.post("/prune", tags=["scheduler"])
-def prune(bridge: Admin, body: schemas.Prune | None = None) -> dict[str, Any]:
+def prune(bridge: Admin, body: schemas.Prune | None = None) -> JSONResponse:
     """Remove old final runs now (what beat does over time); dry_run counts them only."""
     dry_run = False if body is None else body.dry_run
     if not isinstance(dry_run, bool):
         raise ValidationError("dry_run", dry_run, "true or false")
     done = bridge.prune(dry_run)
-    return {"dry_run": dry_run, "runs": done.runs, "schedules": done.schedules}
+    return answer({"dry_run": dry_run, "runs": done.runs, "schedules": done.schedules})
 
 
 # -- the scheduler -----------------------------------------------------------------------
 
 
 @router.get("/instances", tags=["scheduler"])
-def instances(bridge: Reader) -> dict[str, Any]:
+def instances(bridge: Reader) -> JSONResponse:
     """Beats and workers with their heartbeat age, and whether a beat is alive."""
-    return bridge.status().to_json()
+    return answer(bridge.status().to_json())
 
 
 @router.get("/audit", tags=["audit"])
 def audit(
     bridge: Reader, schedule: Text = None, cursor: Text = None, limit: str = "100"
-) -> dict[str, Any]:
+) -> JSONResponse:
     """Every change to every schedule (or to one), newest first."""
-    return bridge.audit(schedule, cursor=cursor, limit=limit).to_json()  # type: ignore[arg-type]
+    return answer(bridge.audit(schedule, cursor=cursor, limit=limit).to_json())  # type: ignore[arg-type]

@@ -89,6 +89,8 @@ class Settings:
     metrics_max_schedules: int = 1000
     #: Where beat serves its own Prometheus metrics (0: it does not).
     beat_metrics_port: int = 0
+    #: Flower's address (``http://flower:5555``): the dashboard links each run to its page.
+    flower_url: str = ""
 
     @classmethod
     def from_app(cls, app: Any | None = None, environ: Mapping[str, str] | None = None) -> Settings:

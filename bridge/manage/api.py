@@ -78,7 +78,7 @@ from bridge.storage.audit import AuditStore, Change
 from bridge.storage.database import Database, database_for
 from bridge.storage.history import HistoryStore, RunFilter
 from bridge.storage.incidents import IncidentStore, RunsSeen
-from bridge.storage.overview import Overview, OverviewStore
+from bridge.storage.overview import Overview, OverviewStore, health_counts
 from bridge.storage.retention import Limits, Pruned, Retention
 from bridge.storage.runs import Sent
 from bridge.storage.schedules import SORTS, ScheduleFilter, ScheduleStore
@@ -729,6 +729,17 @@ class Bridge:
             if done.last_id is None:
                 return Pruned(schedules, runs, None)
             after = done.last_id
+
+    def health_counts(self, now: datetime | None = None) -> dict[str, int]:
+        """How many schedules are in each health state (see
+        :func:`bridge.storage.overview.health_counts`)."""
+        return health_counts(self.database, (now or utcnow()) - self.grace)
+
+    def recent_statuses(
+        self, schedule_ids: Sequence[int], count: int = 20
+    ) -> dict[int, builtins.list[tuple[datetime, str]]]:
+        """The plan times and statuses of each schedule's latest ``count`` runs, oldest first."""
+        return self.history_store.recent_statuses(schedule_ids, count)
 
     def overview(self, now: datetime | None = None) -> Overview:
         """What the metrics show: the first ``bridge_metrics_max_schedules`` schedules by

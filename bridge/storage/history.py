@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, select, tuple_
+from sqlalchemy import ColumnElement, Integer, func, select, true, tuple_
 from sqlalchemy.orm import Session
 
 from bridge.errors import RunNotFound
@@ -21,6 +21,7 @@ from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.database import Database
 from bridge.storage.incidents import RunsSeen, runs_seen
 from bridge.storage.models import PeriodicTask, ScheduleTally, TaskExecution
+from bridge.storage.sql import is_postgres, unnested
 from bridge.storage.tally import COUNTS, hour_of
 
 
@@ -142,6 +143,53 @@ class HistoryStore:
                 if row.started_at is not None
             ],
         )
+
+    def recent_statuses(
+        self, schedule_ids: Sequence[int], count: int
+    ) -> dict[int, list[tuple[datetime, str]]]:
+        """The plan times and statuses of the latest ``count`` runs of each schedule,
+        oldest first: one query for a whole page of schedules, each read along its own
+        index entries (a ``LATERAL`` join on PostgreSQL, a window elsewhere)."""
+        found: dict[int, list[tuple[datetime, str]]] = {}
+        if not schedule_ids:
+            return found
+        run = TaskExecution
+        with self.database.session() as session:
+            if is_postgres(session):
+                ids = unnested("page", {"id": (Integer(), schedule_ids)})
+                latest = (
+                    select(run.plan_time, run.status)
+                    .where(run.periodic_task_id == ids.c.id)
+                    .order_by(run.plan_time.desc(), run.attempt.desc())
+                    .limit(count)
+                    .lateral()
+                )
+                statement = select(ids.c.id, latest.c.plan_time, latest.c.status).select_from(
+                    ids.join(latest, true())
+                )
+            else:
+                ranked = (
+                    select(
+                        run.periodic_task_id.label("id"),
+                        run.plan_time,
+                        run.status,
+                        func.row_number()
+                        .over(
+                            partition_by=run.periodic_task_id,
+                            order_by=(run.plan_time.desc(), run.attempt.desc()),
+                        )
+                        .label("n"),
+                    )
+                    .where(run.periodic_task_id.in_(list(schedule_ids)))
+                    .subquery()
+                )
+                statement = select(ranked.c.id, ranked.c.plan_time, ranked.c.status).where(
+                    ranked.c.n <= count
+                )
+            for schedule_id, plan_time, status in session.execute(statement):
+                if plan_time is not None:
+                    found.setdefault(schedule_id, []).append((plan_time, status))
+        return {key: sorted(values) for key, values in found.items()}
 
     def runs_seen(self, schedule_ids: Sequence[int], now: datetime) -> RunsSeen:
         """The runs of these schedules their health is judged from."""

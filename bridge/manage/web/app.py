@@ -1,5 +1,5 @@
-"""The ASGI application of ``bridge serve``: the REST API, ``/metrics``, ``/healthz`` and
-``/readyz``, and the API's interactive page at ``/docs``.
+"""The ASGI application of ``bridge serve``: the dashboard at ``/``, the REST API, ``/metrics``,
+``/healthz`` and ``/readyz``, and the API's interactive page at ``/docs``.
 
 Built on FastAPI, which derives the OpenAPI document from the handlers.
 :func:`create_app` builds it for a Celery app, so that it can also be
@@ -37,7 +37,7 @@ from bridge.errors import (
     ValidationError,
 )
 from bridge.manage.api import Bridge, default_actor
-from bridge.manage.web import metrics
+from bridge.manage.web import dashboard, metrics
 from bridge.manage.web.routes import NotAllowed, Reader, router
 from bridge.manage.web.security import Access
 from bridge.storage.database import DatabaseError, error_reason
@@ -73,6 +73,8 @@ def create_app(celery_app: Celery | None = None, *, bridge: Bridge | None = None
     )
     app.state.bridge = bridge
     app.include_router(router)
+    app.include_router(dashboard.router)
+    app.mount("/static", StaticFiles(directory=dashboard.HERE / "static"), "static")
     _add_errors(app)
     _add_operations(app, bridge)
     _add_docs(app)
@@ -117,12 +119,19 @@ def _add_errors(app: FastAPI) -> None:
     def answer(status: int, body: dict[str, Any], **headers: str) -> JSONResponse:
         return JSONResponse(body, status_code=status, headers=headers or None)
 
+    for kind, page in dashboard.PAGE_ERRORS.items():
+        app.add_exception_handler(kind, page)
+
     @app.exception_handler(StateConflict)
-    def conflict(_request: Request, exc: StateConflict) -> JSONResponse:
+    def conflict(request: Request, exc: StateConflict) -> Response:
+        if dashboard.is_page(request):
+            return dashboard.refused(request, exc)
         return answer(409, {**refusal(exc), "error": "conflict"})
 
     @app.exception_handler(ValidationError)
-    def invalid(_request: Request, exc: ValidationError) -> JSONResponse:
+    def invalid(request: Request, exc: ValidationError) -> Response:
+        if dashboard.is_page(request):
+            return dashboard.refused(request, exc)
         return answer(422, refusal(exc))
 
     @app.exception_handler(RequestValidationError)
@@ -144,7 +153,9 @@ def _add_errors(app: FastAPI) -> None:
 
     @app.exception_handler(ScheduleNotFound)
     @app.exception_handler(RunNotFound)
-    def missing(_request: Request, exc: BridgeError) -> JSONResponse:
+    def missing(request: Request, exc: BridgeError) -> Response:
+        if dashboard.is_page(request):
+            return dashboard.not_found(request, exc)
         return answer(404, {"error": "not_found", "message": str(exc)})
 
     @app.exception_handler(RunSkipped)

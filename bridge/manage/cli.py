@@ -912,7 +912,7 @@ def health(ctx: click.Context, beat_timeout: float | None, as_json: bool) -> Non
 @click.pass_context
 @fails_in_one_line
 def serve(ctx: click.Context, host: str, port: int, workers: int) -> None:
-    """Serve the HTTP API, /metrics, /healthz and /readyz.
+    """Serve the dashboard, the HTTP API, /metrics, /healthz and /readyz.
 
     Without an API token configured it listens on a loopback address only.
     """

@@ -270,7 +270,7 @@ def runs_on(venv: Venv, folder: Path, database_url: str, broker_url: str) -> Pro
 
 
 def serves(project: Project) -> None:
-    """``bridge serve`` answers over HTTP: the API, its document and page, /metrics."""
+    """``bridge serve`` answers over HTTP: the API, its page, /metrics, the dashboard."""
     port = free_port()
     server = project.start("serve", "bridge", "serve", "--port", str(port))
     base = f"http://127.0.0.1:{port}"
@@ -282,6 +282,11 @@ def serves(project: Project) -> None:
         with urllib.request.urlopen(f"{base}/metrics") as response:
             assert "bridge_schedule_info{" in response.read().decode()
         with urllib.request.urlopen(f"{base}/docs/static/swagger-ui-bundle.js") as response:
+            assert response.status == 200
+        # The dashboard's templates and files are in the wheel.
+        with urllib.request.urlopen(f"{base}/schedules") as response:
+            assert 'href="/schedules/hello"' in response.read().decode()
+        with urllib.request.urlopen(f"{base}/static/bridge.js") as response:
             assert response.status == 200
         assert "Traceback" not in server.log, server.log[-3000:]
     except BaseException:

@@ -524,6 +524,7 @@ class Bridge:
         enabled: bool | None = None,
         paused: bool | None = None,
         broken: bool | None = None,
+        failing: bool | None = None,
         label: str | None = None,
         late: bool | None = None,
         sort: str = "name",
@@ -534,16 +535,18 @@ class Bridge:
         """One page of schedules, filtered, by name or by next run, and the next page's cursor.
 
         ``prefix`` keeps the names starting with it; ``late`` the enabled
-        schedules due for longer than ``bridge_default_grace`` (False: the
-        others). ``sort="next"`` lists the enabled schedules that have a next
-        run, soonest first. ``cursor`` is the ``next`` of the page before.
+        schedules due for longer than ``bridge_default_grace``; ``failing``
+        the enabled ones whose latest occurrence failed. ``sort="next"`` lists
+        the enabled schedules that have a next run, soonest first. ``cursor``
+        is the ``next`` of the page before.
         """
         if sort not in SORTS:
             raise ValidationError("sort", sort, " or ".join(SORTS))
         limit = whole_number("limit", limit, high=paging.PAGE_MAX)
         kinds: tuple[type, ...] = (datetime, int) if sort == "next" else (str,)
         after = None if cursor is None else paging.decode(cursor, kinds)
-        for field, value in (("enabled", enabled), ("paused", paused), ("broken", broken)):
+        flags = (("enabled", enabled), ("paused", paused), ("broken", broken), ("failing", failing))
+        for field, value in flags:
             if value is not None and not isinstance(value, bool):
                 raise ValidationError(field, value, "true or false")
         where = ScheduleFilter(
@@ -552,6 +555,7 @@ class Bridge:
             enabled=enabled,
             paused=paused,
             broken=broken,
+            failing=failing,
             label=None if label is None else check_label(label),
             late_before=None if not late else (now or utcnow()) - self.grace,
         )

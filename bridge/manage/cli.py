@@ -312,6 +312,7 @@ LS_STATES: dict[str, dict[str, bool]] = {
     "paused": {"paused": True},
     "broken": {"broken": True},
     "late": {"late": True},
+    "failing": {"failing": True},
 }
 
 
@@ -354,6 +355,7 @@ def list_schedules(
             paused=wanted.get("paused"),
             broken=wanted.get("broken"),
             late=wanted.get("late"),
+            failing=wanted.get("failing"),
             cursor=cursor,
             limit=size,
         )

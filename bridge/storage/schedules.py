@@ -60,6 +60,8 @@ class ScheduleFilter:
     #: Disabled but not broken (paused by someone, or finished).
     paused: bool | None = None
     broken: bool | None = None
+    #: Enabled, not broken, and its latest occurrence failed.
+    failing: bool | None = None
     label: str | None = None
     #: Enabled and due before this instant: late by more than the grace.
     late_before: datetime | None = None
@@ -83,6 +85,8 @@ class ScheduleFilter:
             criteria.append(paused if self.paused else ~paused)
         if self.broken is not None:
             criteria.append(table.broken.is_(self.broken))
+        if self.failing:
+            criteria += [table.failure_streak > 0, table.broken.is_(False), table.enabled.is_(True)]
         if self.label is not None:
             criteria.append(
                 select(ScheduleLabel.periodic_task_id)

@@ -98,6 +98,11 @@ def test_each_incident_is_alerted_once_and_recovers_once(
     cli("add", "overrun-one", "--task", "workers.app.slow", "--timer", "every 1h",
         "--kwargs", '{"seconds": 8}', "--max-runtime", "2s")  # fmt: skip
     cli("run", "overrun-one")
+    # Terminated: the watchdog ends a run that overruns, as its schedule says.
+    cli("add", "terminated-one", "--task", "workers.app.slow", "--timer", "every 1h",
+        "--kwargs", '{"seconds": 60}', "--max-runtime", "2s",
+        "--on-overrun", "terminate")  # fmt: skip
+    ended = cli("run", "terminated-one").stdout.split()[-1]
     # Failing, then broken by the breaker after three failures.
     cli("add", "failing-one", "--task", "workers.app.fail", "--timer", "every 1s",
         "--max-failures", "3", "--overlap", "allow")  # fmt: skip
@@ -105,6 +110,12 @@ def test_each_incident_is_alerted_once_and_recovers_once(
     cli("add", "pruned-one", "--task", "workers.app.quick", "--timer", "every 1s",
         "--keep-runs", "3", "--overlap", "allow")  # fmt: skip
 
+    def terminated() -> dict[str, Any] | None:
+        run = json.loads(cli("history", "terminated-one", "--json").stdout)[0]
+        return run if run["id"] == ended and run["status"] == "REVOKED" else None
+
+    revoked = wait_for(terminated, 60, what="the watchdog to terminate the run")
+    assert revoked["error"] == "overran its max runtime of 2s; terminated by the watchdog"
     webhook.wait("late-one", "late", ["opened"], 60)
     webhook.wait("overrun-one", "overrun", ["opened"], 60)
     webhook.wait("failing-one", "failing", ["opened"], 60)
@@ -176,3 +187,13 @@ def test_the_embedded_default_alerts_too(embedded_env: Env, webhook: Webhook) ->
     embedded_env.cli("ack", str(listed[0]["id"]))
     embedded_env.cli("edit", "fails", "--task", "workers.app.quick")
     webhook.wait("fails", "failing", ["opened", "recovered"], 60)
+
+
+def test_beat_refuses_an_alert_task_the_app_does_not_register(embedded_env: Env) -> None:
+    beat = embedded_env.start("beat", BRIDGE_ALERT_TASK="workers.app.nope")
+    assert beat.popen.wait(60) == 1
+    assert (
+        "Error: bridge_alert_task: got 'workers.app.nope', expected a task registered in the app"
+        in beat.log
+    )
+    assert "Traceback" not in beat.log

@@ -69,6 +69,7 @@ STATES = {
     "paused": {"paused": True},
     "broken": {"broken": True},
     "late": {"late": True},
+    "failing": {"failing": True},
 }
 #: The variable that hands the server's secret to each of its processes.
 SECRET_VARIABLE = "BRIDGE_SERVE_SECRET"

@@ -98,6 +98,7 @@ def list_schedules(
     enabled: Text = None,
     paused: Text = None,
     broken: Text = None,
+    failing: Text = None,
     label: Text = None,
     late: Annotated[
         str | None, Query(description="true: only schedules due for longer than the grace.")
@@ -114,6 +115,7 @@ def list_schedules(
             enabled=flag("enabled", enabled),
             paused=flag("paused", paused),
             broken=flag("broken", broken),
+            failing=flag("failing", failing),
             label=label,
             late=flag("late", late) or None,
             sort=sort,

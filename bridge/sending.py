@@ -17,9 +17,8 @@ transaction is committed.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Protocol
 
 from celery import Celery
@@ -27,14 +26,8 @@ from celery import Celery
 from bridge import broker
 from bridge.clock import utcnow
 from bridge.errors import BridgeError
-from bridge.rules.alerts import alert_payload
 from bridge.rules.kinds import RunStatus
 from bridge.rules.runs import Envelope, Payload
-from bridge.storage.incidents import IncidentStore
-
-logger = logging.getLogger("bridge.alerts")
-#: The most alerts one pass sends.
-ALERTS_PER_PASS = 100
 
 
 class RunEnds(Protocol):
@@ -98,36 +91,3 @@ def revoke_recorded(app: Celery, run_ids: Sequence[str], terminate: bool = True)
     """Revoke on every worker runs whose records already say ``REVOKED`` and why."""
     if run_ids:
         broker.revoke(app, list(run_ids), terminate)
-
-
-def send_alerts(
-    app: Celery,
-    incidents: IncidentStore,
-    task: str,
-    repeat: timedelta,
-    scheduler_only: bool = False,
-) -> int:
-    """Send the alerts incidents owe to the alert ``task``; the number sent.
-
-    Each is claimed first, so that of the beats and workers sending alerts
-    only one sends it. An alert the broker refuses is logged and not sent
-    again: the next one is its repeat, or its recovery.
-    """
-    now = utcnow()
-    sent = 0
-    for incident in incidents.owed(now, repeat, ALERTS_PER_PASS, scheduler_only):
-        event = incidents.claim(incident.id, now, repeat)
-        if event is None:
-            continue
-        count = incident.alerts + (0 if event == "recovered" else 1)
-        payload = {**alert_payload(incident, event, now), "alerts": count}
-        try:
-            broker.send_alert(app, task, payload)
-        except Exception as exc:
-            logger.error(
-                "bridge: could not send the %s alert of incident %d: %s", event, incident.id, exc
-            )
-            continue
-        logger.warning("bridge: alert %s: %s", event, payload["message"])
-        sent += 1
-    return sent

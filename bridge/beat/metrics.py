@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from bridge.config import Settings
+from bridge.errors import ValidationError
 from bridge.extras import NeedsExtra
 
 #: Seconds from a row falling due to its run's publish.
@@ -97,3 +98,7 @@ def beat_metrics(settings: Settings) -> BeatMetrics:
         return PrometheusBeatMetrics(settings.beat_metrics_port)
     except ImportError as exc:
         raise NeedsExtra("bridge_beat_metrics_port", "metrics", exc) from None
+    except OSError as exc:  # the port is taken, or not this process's to open
+        raise ValidationError(
+            "bridge_beat_metrics_port", settings.beat_metrics_port, f"a free port ({exc.strerror})"
+        ) from None

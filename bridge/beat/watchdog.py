@@ -28,14 +28,15 @@ from datetime import datetime, timedelta
 
 from celery import Celery
 
-from bridge import sending
+from bridge import alerting, sending
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.rules.health import TROUBLE, Health, State, health_of, watched
 from bridge.rules.policy import OnOverrun
 from bridge.storage.beat import BeatStore
 from bridge.storage.database import Database, DatabaseError, error_reason
-from bridge.storage.incidents import AtRisk, IncidentStore, Opening
+from bridge.storage.health import AtRisk, HealthStore
+from bridge.storage.incidents import IncidentStore, Opening
 from bridge.storage.retention import Limits, Retention
 
 logger = logging.getLogger("bridge.watchdog")
@@ -63,6 +64,7 @@ class Watchdog:
         self.app = app
         self.settings = settings
         self.incidents = IncidentStore(database)
+        self.health = HealthStore(database)
         self.retention = Retention(database)
         self.runs = BeatStore(database)
         self._stop = threading.Event()
@@ -93,17 +95,19 @@ class Watchdog:
                 self._failing = None
 
     def watch(self, now: datetime) -> None:
-        """One pass: judge, alert, prune."""
-        self.judge(now)
+        """One pass: judge (if no other beat is judging), alert, prune."""
+        with self.health.judging() as judging:
+            if judging:
+                self.judge(now)
         if self.settings.alert_task:
             repeat = timedelta(seconds=self.settings.alert_repeat)
-            sending.send_alerts(self.app, self.incidents, self.settings.alert_task, repeat)
+            alerting.send_alerts(self.app, self.incidents, self.settings.alert_task, repeat)
         self.prune(now)
 
     # -- 1. judge ---------------------------------------------------------------------------
 
     def judge(self, now: datetime) -> None:
-        at_risk = self.incidents.at_risk(now, AT_RISK_LIMIT)
+        at_risk = self.health.at_risk(now, self.settings.default_grace, AT_RISK_LIMIT)
         states = {risk.columns["id"]: (risk, self.state_of(risk, now)) for risk in at_risk}
         troubled = {
             (state.health.value, schedule_id)

@@ -16,7 +16,7 @@ import builtins
 import getpass
 import socket
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from itertools import islice
@@ -55,6 +55,7 @@ from bridge.rules.definition import (
     check_label,
     check_labels,
     check_name,
+    check_note,
     require_occurrence,
     with_queue,
 )
@@ -76,9 +77,10 @@ from bridge.rules.values import (
 )
 from bridge.storage.audit import AuditStore, Change
 from bridge.storage.database import Database, database_for
+from bridge.storage.health import HealthStore, RunsSeen
 from bridge.storage.history import HistoryStore, RunFilter
-from bridge.storage.incidents import IncidentStore, RunsSeen
-from bridge.storage.overview import Overview, OverviewStore, health_counts
+from bridge.storage.incidents import IncidentStore
+from bridge.storage.overview import Overview, OverviewStore
 from bridge.storage.retention import Limits, Pruned, Retention
 from bridge.storage.runs import Sent
 from bridge.storage.schedules import SORTS, ScheduleFilter, ScheduleStore
@@ -134,6 +136,7 @@ class Bridge:
         self.audit_store = AuditStore(self.database)
         self.overview_store = OverviewStore(self.database)
         self.incident_store = IncidentStore(self.database)
+        self.health_store = HealthStore(self.database)
         self.retention = Retention(self.database)
         #: Who the audit log says made the changes of this object: ``cli:alice@host``, ...
         self.actor = actor or default_actor()
@@ -273,6 +276,7 @@ class Bridge:
         new note; without one, or with the note it has, pausing it again is
         refused and writes nothing.
         """
+        note = check_note(note)
         with self.store.changing(name, self._change("pause", note)) as editing:
             row = editing.row
             if not row.enabled and (note is None or note == row.note):
@@ -325,8 +329,16 @@ class Bridge:
         Each is paused as :meth:`pause` pauses it, with its own audit entry;
         those paused already are left as they are.
         """
-        names = self.store.names_with_label(check_label(label))
-        return [self.pause(name, note) for name in names if self.get(name).enabled]
+        note = check_note(note)
+        paused = []
+        for name in self.store.names_with_label(check_label(label)):
+            if not self.get(name).enabled:
+                continue  # paused already, broken or finished: left as it is
+            try:
+                paused.append(self.pause(name, note))
+            except StateConflict:
+                continue  # paused meanwhile by someone else
+        return paused
 
     def resume_label(self, label: str, from_: str = "now") -> builtins.list[Schedule]:
         """Resume every paused or broken schedule carrying ``label``; the schedules resumed.
@@ -384,6 +396,9 @@ class Bridge:
         is not recorded: the run is final. ``note`` goes into the record's
         reason and the audit log. A run that has ended is refused.
         """
+        if not isinstance(terminate, bool):
+            raise ValidationError("terminate", terminate, "true or false")
+        note = check_note(note)
         app = self._sender()
         run = self.run_info(run_id)
         if RunStatus(run.status) not in NON_FINAL_STATUSES:
@@ -445,8 +460,10 @@ class Bridge:
         Each run has ``trigger=backfill`` and the id a scheduled run of its
         occurrence has, so an occurrence already recorded (by beat or by an
         earlier backfill) is counted in ``existing`` and not sent again:
-        repeating a backfill is safe. ``end`` may not be later than now; later
-        occurrences are beat's to send. A range of more than ``limit``
+        repeating a backfill is safe. Nor is an occurrence at or before the
+        schedule's ``pruned_through``, whose record retention may have
+        deleted. ``end`` may not be later than now; later occurrences are
+        beat's to send. A range of more than ``limit``
         occurrences is refused with nothing written. ``overlap`` is checked
         once, before the first run: ``allow`` (default), ``skip`` or
         ``replace``, as for :meth:`run`. The schedule's row (next run,
@@ -475,7 +492,10 @@ class Bridge:
         payload = _payload(schedule)
         self._make_way(app, schedule, mode, "backfill", "replaced by a backfill")
         sent: builtins.list[str] = []
+        pruned = self.store.get(name).pruned_through
         for plan in plans:
+            if pruned is not None and plan <= pruned:
+                continue  # its record may have been pruned: it cannot be told from a new one
             record = new_run(schedule.id, schedule.task, plan, Trigger.BACKFILL, utcnow())
             if not self.store.record_if_new(record):
                 continue
@@ -500,7 +520,7 @@ class Bridge:
     def _judged(self, rows: Sequence[Any], now: datetime | None = None) -> builtins.list[Schedule]:
         """Views of ``rows``, each with its health judged from its open runs at ``now``."""
         now = now or utcnow()
-        seen = self.history_store.runs_seen([row.id for row in rows], now)
+        seen = self.health_store.runs_seen([row.id for row in rows], now)
         return [Schedule.of(row, self.health_of(row, seen, now)) for row in rows]
 
     def health_of(self, row: Any, seen: RunsSeen, now: datetime) -> State:
@@ -557,17 +577,17 @@ class Bridge:
             broken=broken,
             failing=failing,
             label=None if label is None else check_label(label),
-            late_before=None if not late else (now or utcnow()) - self.grace,
+            late_at=(now or utcnow()) if late else None,
+            default_grace=self.settings.default_grace,
         )
         if late is False:
             raise ValidationError("late", late, "true, or left out")
         rows = self.store.page(where, sort, after, limit + 1)
         items = self._judged(rows[:limit], now)
-        last = items[-1] if len(rows) > limit else None
-        key = (
-            None if last is None else ((last.nextrun, last.id) if sort == "next" else (last.name,))
+        key: Callable[[Any], tuple[Any, ...]] = (
+            (lambda row: (row.nextrun, row.id)) if sort == "next" else (lambda row: (row.name,))
         )
-        return Page(items, None if key is None else paging.encode(key))
+        return Page(items, paging.following(rows, limit, key))
 
     @property
     def grace(self) -> timedelta:
@@ -597,10 +617,10 @@ class Bridge:
             since=None if since is None else instant("since", since, optional=True),
             until=None if until is None else instant("until", until, optional=True),
         )
-        found = self.history_store.page(where, after, limit + 1)
-        items = [Run.of(run, schedule) for run, schedule in found[:limit]]
-        last = items[-1] if len(found) > limit else None
-        return Page(items, None if last is None else paging.encode((last.plan_time, last.id)))
+        found = [
+            Run.of(run, name) for run, name in self.history_store.page(where, after, limit + 1)
+        ]
+        return Page(found[:limit], paging.following(found, limit, lambda r: (r.plan_time, r.id)))
 
     def run_info(self, run_id: str) -> Run:
         """One run, with its error and traceback; :class:`~bridge.errors.RunNotFound` if none."""
@@ -690,10 +710,10 @@ class Bridge:
         """Incidents, newest first (``open_only``: those not closed)."""
         limit = whole_number("limit", limit, high=paging.PAGE_MAX)
         before = None if cursor is None else paging.decode(cursor, (int,))[0]
-        found = self.incident_store.page(open_only, before, limit + 1)
-        items = [IncidentRecord.of(incident) for incident in found[:limit]]
-        last = items[-1] if len(found) > limit else None
-        return Page(items, None if last is None else paging.encode((last.id,)))
+        found = [
+            IncidentRecord.of(i) for i in self.incident_store.page(open_only, before, limit + 1)
+        ]
+        return Page(found[:limit], paging.following(found, limit, lambda i: (i.id,)))
 
     def acknowledge(self, incident_id: int) -> IncidentRecord:
         """Acknowledge an incident: its alert is not repeated (its recovery still goes)."""
@@ -736,8 +756,8 @@ class Bridge:
 
     def health_counts(self, now: datetime | None = None) -> dict[str, int]:
         """How many schedules are in each health state (see
-        :func:`bridge.storage.overview.health_counts`)."""
-        return health_counts(self.database, (now or utcnow()) - self.grace)
+        :meth:`bridge.storage.health.HealthStore.counts`)."""
+        return self.health_store.counts(now or utcnow(), self.settings.default_grace)
 
     def recent_statuses(
         self, schedule_ids: Sequence[int], count: int = 20
@@ -758,10 +778,8 @@ class Bridge:
         not), or to every schedule."""
         limit = whole_number("limit", limit, high=paging.PAGE_MAX)
         before = None if cursor is None else paging.decode(cursor, (int,))[0]
-        found = self.audit_store.trail(name, before, limit + 1)
-        items = [AuditRecord.of(entry) for entry in found[:limit]]
-        last = items[-1] if len(found) > limit else None
-        return Page(items, None if last is None else paging.encode((last.id,)))
+        found = [AuditRecord.of(entry) for entry in self.audit_store.trail(name, before, limit + 1)]
+        return Page(found[:limit], paging.following(found, limit, lambda e: (e.id,)))
 
     def history(self, name: str, limit: int = 20) -> builtins.list[Run]:
         """The schedule's runs, newest first."""

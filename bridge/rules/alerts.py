@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from bridge.rules.values import column_of
+from bridge.rules.words import short_duration
 
 #: What each kind of incident means, in a few words.
 KINDS = {
@@ -53,16 +54,8 @@ def sentence(
     who = f"Schedule {name!r}" if name else "The scheduler"
     state = KINDS.get(kind, kind)
     if event == "recovered":
-        lasted = "" if since is None else f" after {_span(now - since)}"
+        lasted = "" if since is None else f" after {short_duration(now - since)}"
         return f"{who} is no longer {state}{lasted}."
     if event == "repeat" and since is not None:
-        return f"{who} is still {state}, for {_span(now - since)} now: {detail}."
+        return f"{who} is still {state}, for {short_duration(now - since)} now: {detail}."
     return f"{who} is {state}: {detail}."
-
-
-def _span(delta: Any) -> str:
-    seconds = max(0, int(delta.total_seconds()))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"

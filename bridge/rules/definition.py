@@ -34,12 +34,22 @@ def check_keywords(kwargs: dict[Any, Any]) -> dict[str, Any]:
     return kwargs
 
 
-def check_name(name: Any) -> str:
-    """A name a table row, a log line and a shell argument show as it is.
+#: Words a name may not end with after a ``/``, nor be: the HTTP API and the dashboard
+#: address a schedule as ``/schedules/<name>`` and its views and actions as
+#: ``/schedules/<name>/<word>``, so ``report/runs`` would be the runs of ``report``.
+RESERVED_SEGMENTS = frozenset(
+    {"next", "runs", "stats", "audit", "pause", "resume", "run", "backfill", "silence"}
+    | {"edit", "delete", "new"}
+)
 
-    No control characters (a newline would break ``ls`` and every log line)
-    and no spaces around it (``show 'padded '`` would find nothing after the
-    shell or a copy and paste dropped them).
+
+def check_name(name: Any) -> str:
+    """A name a table row, a log line, a shell argument and a URL show as it is.
+
+    No control characters (a newline would break ``ls`` and every log line),
+    no spaces around it (``show 'padded '`` would find nothing after the
+    shell or a copy and paste dropped them), and no last ``/``-separated part
+    that the HTTP paths use for a schedule's views and actions.
     """
     if (
         not isinstance(name, str)
@@ -53,6 +63,11 @@ def check_name(name: Any) -> str:
             name,
             f"a text of 1 to {NAME_MAX} characters, without control characters "
             "or spaces at either end",
+        )
+    if name.rsplit("/", 1)[-1] in RESERVED_SEGMENTS:
+        words = ", ".join(sorted(RESERVED_SEGMENTS))
+        raise ValidationError(
+            "name", name, f"a name that is not, and does not end with '/', one of: {words}"
         )
     return name
 
@@ -88,6 +103,26 @@ def check_labels(value: Any) -> tuple[str, ...]:
     if len(labels) > LABELS_MAX:
         raise ValidationError("labels", given, LABELS_EXPECTED)
     return tuple(sorted(labels))
+
+
+#: The longest note a pause, a cancel or a silence keeps.
+NOTE_MAX = 1000
+
+
+def check_note(value: Any, field: str = "note") -> str | None:
+    """A note said why (a pause, a cancel): text of up to :data:`NOTE_MAX` characters, or
+    None. Line breaks are kept; other control characters are refused."""
+    if value is None:
+        return None
+    if (
+        not isinstance(value, str)
+        or len(value) > NOTE_MAX
+        or any(unicodedata.category(c) == "Cc" and c not in "\n\t" for c in value)
+    ):
+        raise ValidationError(
+            field, value, f"a text of at most {NOTE_MAX} characters, without control characters"
+        )
+    return value or None
 
 
 def check_label(value: Any) -> str:

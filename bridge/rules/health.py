@@ -40,6 +40,7 @@ from typing import Any
 from bridge.rules.kinds import NON_FINAL_STATUSES as NON_FINAL
 from bridge.rules.kinds import RunStatus
 from bridge.rules.values import column_of
+from bridge.rules.words import short_duration
 
 
 class Health(enum.StrEnum):
@@ -192,7 +193,7 @@ def _overrun(watched: Watched, now: datetime) -> State | None:
     return State(
         Health.OVERRUN,
         since,
-        f"a run has been going for more than its max runtime of {_words(limit)}",
+        f"a run has been going for more than its max runtime of {short_duration(limit)}",
         tuple(run.id for run in over),
     )
 
@@ -213,29 +214,18 @@ def _late(watched: Watched, now: datetime) -> State | None:
         return State(
             Health.LATE,
             oldest,
-            f"a run sent {_words(now - oldest)} ago has not started (grace {_words(grace)})",
+            f"a run sent {short_duration(now - oldest)} ago has not started "
+            f"(grace {short_duration(grace)})",
             tuple(run.id for run in waiting),
         )
     if watched.nextrun is not None and now - watched.nextrun > grace:
         return State(
             Health.LATE,
             watched.nextrun,
-            f"due {_words(now - watched.nextrun)} ago and not sent (grace {_words(grace)})",
+            f"due {short_duration(now - watched.nextrun)} ago and not sent "
+            f"(grace {short_duration(grace)})",
         )
     return None
-
-
-def _words(delta: timedelta) -> str:
-    """A duration as a person says it: ``45s``, ``6m``, ``2h5m``, ``3d``."""
-    seconds = int(delta.total_seconds())
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m"
-    if seconds < 86400:
-        hours, minutes = divmod(seconds // 60, 60)
-        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
-    return f"{seconds // 86400}d"
 
 
 def worst(states: Sequence[Health]) -> Health:

@@ -12,11 +12,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from bridge.errors import ValidationError
+
+T = TypeVar("T")
 
 #: The most rows one page holds.
 PAGE_MAX = 1000
@@ -28,6 +30,14 @@ def encode(key: Sequence[Any]) -> str:
     values = [value.isoformat() if isinstance(value, datetime) else value for value in key]
     text = json.dumps(values, separators=(",", ":"))
     return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def following(found: Sequence[T], limit: int, key: Callable[[T], Sequence[Any]]) -> str | None:
+    """The cursor of the page after ``found[:limit]``, read with one row more than a page so
+    as to know whether there is one (None: ``found`` ends the listing)."""
+    if len(found) <= limit or not limit:
+        return None
+    return encode(key(found[limit - 1]))
 
 
 def decode(cursor: Any, kinds: Sequence[type]) -> tuple[Any, ...]:

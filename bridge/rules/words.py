@@ -32,6 +32,19 @@ def duration_words(delta: timedelta) -> str:
     return " ".join(parts) or "0 seconds"
 
 
+def short_duration(delta: timedelta) -> str:
+    """A duration as a person says it in passing: ``45s``, ``6m``, ``2h5m``, ``3d``."""
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m"
+    if seconds < 86400:
+        hours, minutes = divmod(seconds // 60, 60)
+        return f"{hours}h{minutes}m" if minutes else f"{hours}h"
+    return f"{seconds // 86400}d"
+
+
 def timer_words(timer: Timer) -> str:
     """The timer as a sentence, naming its zone where the zone matters."""
     if isinstance(timer, IntervalTimer):

@@ -66,6 +66,8 @@ def _prepare_sqlite(engine: Engine) -> None:
             cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA synchronous=NORMAL")
+        # LIKE (a name's prefix) tells case apart, as it does on PostgreSQL.
+        cursor.execute("PRAGMA case_sensitive_like=ON")
         cursor.close()
 
     @event.listens_for(engine, "begin")

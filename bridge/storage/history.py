@@ -19,7 +19,6 @@ from sqlalchemy.orm import Session
 from bridge.errors import RunNotFound
 from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.database import Database
-from bridge.storage.incidents import RunsSeen, runs_seen
 from bridge.storage.models import PeriodicTask, ScheduleTally, TaskExecution
 from bridge.storage.sql import is_postgres, unnested
 from bridge.storage.tally import COUNTS, hour_of
@@ -190,11 +189,6 @@ class HistoryStore:
                 if plan_time is not None:
                     found.setdefault(schedule_id, []).append((plan_time, status))
         return {key: sorted(values) for key, values in found.items()}
-
-    def runs_seen(self, schedule_ids: Sequence[int], now: datetime) -> RunsSeen:
-        """The runs of these schedules their health is judged from."""
-        with self.database.session() as session:
-            return runs_seen(session, schedule_ids, now)
 
 
 def _run(session: Session, run_id: str) -> tuple[TaskExecution, str | None]:

@@ -1,10 +1,11 @@
-"""Incidents: what the watchdog reads to judge schedules, and the rows it keeps of trouble.
+"""Incidents: the rows the watchdog keeps of trouble, and the claims on their alerts.
 
 An incident is opened by an ``INSERT`` that a partial unique index lets
 through once per kind and subject while it is open, so that several beats
-(or workers) seeing the same trouble open one. Each alert, repeat and
-recovery is claimed by a compare-and-set ``UPDATE`` before it is sent, so
-only one of them sends it.
+(or workers) seeing the same trouble open one. An alert it owes (its
+opening, a repeat, its recovery) is claimed for a short while before it is
+sent, and marked sent once it is: two senders never both send it, and a
+sender that dies holding a claim leaves it to another once the claim lapses.
 """
 
 from __future__ import annotations
@@ -13,53 +14,23 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, delete, or_, select, update
 from sqlalchemy.orm import Session
 
-from bridge.rules.decisions import EXPIRED
-from bridge.rules.health import OpenRunView
-from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.storage import tally
 from bridge.storage.database import Database
-from bridge.storage.models import BeatInstance, Incident, PeriodicTask, TaskExecution
-from bridge.storage.sql import among, insert_or_skip
+from bridge.storage.models import Incident, PeriodicTask
+from bridge.storage.sql import insert_or_skip
 
 #: The subject of an incident that is no one schedule's.
 SCHEDULER = "scheduler"
-#: How far back the health looks at runs that ended: expired ones, the latest start.
-RECENT = timedelta(days=1)
-#: The columns of a schedule the watchdog judges it by.
-WATCHED_COLUMNS = (
-    "id",
-    "name",
-    "enabled",
-    "broken",
-    "note",
-    "nextrun",
-    "failure_streak",
-    "last_run_at",
-    "last_failure_at",
-    "grace",
-    "max_runtime",
-    "on_overrun",
-    "silenced_until",
-)
+#: How long a claim on an alert holds: longer than sending it takes.
+CLAIM = timedelta(seconds=30)
 
 
 def subject_of(schedule_id: int | None) -> str:
     return SCHEDULER if schedule_id is None else f"schedule:{schedule_id}"
-
-
-@dataclass(frozen=True)
-class AtRisk:
-    """A schedule the watchdog looks at: its columns, its open and expired runs, and when a
-    run of it last started."""
-
-    columns: dict[str, Any]
-    open_runs: list[OpenRunView]
-    last_started: datetime | None
 
 
 @dataclass(frozen=True)
@@ -75,54 +46,10 @@ class Opening:
 
 
 class IncidentStore:
-    """The watchdog's statements against one database."""
+    """Incidents and their alerts, against one database."""
 
     def __init__(self, database: Database) -> None:
         self.database = database
-
-    # -- what the watchdog judges ------------------------------------------------------
-
-    def at_risk(self, now: datetime, limit: int) -> list[AtRisk]:
-        """The schedules that may be in trouble, at most ``limit`` of each source: due ones
-        (late if beat does not send them), those with open runs (late to start, or
-        overrunning), the failing and broken ones (a partial index), and those with an
-        open incident (to be closed when the trouble is over)."""
-        table = PeriodicTask
-        open_status = TaskExecution.status.in_(NON_FINAL_STATUSES)
-        sources = (
-            select(table.id).where(table.enabled, table.nextrun < now).limit(limit),
-            select(TaskExecution.periodic_task_id)
-            .where(open_status, TaskExecution.periodic_task_id.is_not(None))
-            .distinct()
-            .limit(limit),
-            select(table.id).where(or_(table.failure_streak > 0, table.broken)).limit(limit),
-            select(Incident.periodic_task_id).where(
-                Incident.closed_at.is_(None), Incident.periodic_task_id.is_not(None)
-            ),
-        )
-        columns = [table.__table__.c[name] for name in WATCHED_COLUMNS]
-        with self.database.session() as session:
-            ids = sorted(
-                {found for source in sources for found in session.scalars(source) if found}
-            )
-            if not ids:
-                return []
-            rows = {
-                row.id: dict(row._mapping)
-                for row in session.execute(select(*columns).where(table.id.in_(ids)))
-            }
-            seen = runs_seen(session, ids, now)
-        return [
-            AtRisk(columns, seen.runs.get(schedule_id, []), seen.last_started.get(schedule_id))
-            for schedule_id, columns in rows.items()
-        ]
-
-    def last_tick(self) -> datetime | None:
-        """When some beat instance last ticked (None: none is registered)."""
-        with self.database.session() as session:
-            return session.scalar(select(func.max(BeatInstance.last_tick)))
-
-    # -- incidents -----------------------------------------------------------------------
 
     def open_incidents(self) -> list[Incident]:
         with self.database.session() as session:
@@ -147,27 +74,14 @@ class IncidentStore:
                 .values(closed_at=now)
             )
 
-    def close_scheduler(self, kind: str, now: datetime) -> None:
-        """Close the open incident of ``kind`` that is no one schedule's (no beat ticks)."""
-        with self.database.session() as session:
-            session.execute(
-                update(Incident)
-                .where(
-                    Incident.kind == kind,
-                    Incident.subject == SCHEDULER,
-                    Incident.closed_at.is_(None),
-                )
-                .values(closed_at=now)
-            )
-
-    # -- alerts ---------------------------------------------------------------------------
+    # -- alerts -----------------------------------------------------------------------------
 
     def owed(
         self, now: datetime, repeat: timedelta, limit: int, scheduler_only: bool = False
     ) -> list[Incident]:
         """Incidents owing an alert (new, or open, unacknowledged and not alerted for
-        ``repeat``) or a recovery (closed after being alerted); with ``scheduler_only``,
-        those of no one schedule."""
+        ``repeat``) or a recovery (closed after being alerted), not claimed by anyone;
+        with ``scheduler_only``, those of no one schedule."""
         statement = select(Incident).where(_owing(now, repeat)).order_by(Incident.id).limit(limit)
         if scheduler_only:
             statement = statement.where(Incident.subject == SCHEDULER)
@@ -175,27 +89,59 @@ class IncidentStore:
             return list(session.scalars(statement))
 
     def claim(self, incident_id: int, now: datetime, repeat: timedelta) -> str | None:
-        """Take the alert an incident owes, so that no one else sends it: ``opened``,
-        ``repeat`` or ``recovered``, or None when someone else took it first."""
+        """Claim the alert an incident owes, for :data:`CLAIM`: ``opened``, ``repeat`` or
+        ``recovered``, or None when it owes none or someone else claimed it first."""
         with self.database.session() as session:
-            incident = session.get(Incident, incident_id, with_for_update=True)
-            if incident is None or not session.scalar(
-                select(func.count()).where(Incident.id == incident_id, _owing(now, repeat))
-            ):
+            incident = session.scalar(
+                select(Incident).where(Incident.id == incident_id, _owing(now, repeat))
+            )
+            if incident is None:
+                return None
+            claimed = session.execute(
+                update(Incident)
+                .where(Incident.id == incident_id, _unclaimed(now))
+                .values(claimed_until=now + CLAIM)
+            )
+            if not claimed.rowcount:  # type: ignore[attr-defined]
                 return None
             if incident.closed_at is not None:
-                incident.recovery_sent_at = now
                 return "recovered"
-            event = "opened" if incident.alerted_at is None else "repeat"
-            incident.alerted_at = now
-            incident.alerts += 1
-            if incident.periodic_task_id is not None:
-                _count_alert(session, incident.periodic_task_id, now)
-            return event
+            return "opened" if incident.alerted_at is None else "repeat"
 
-    def get(self, incident_id: int) -> Incident | None:
+    def sent(self, incident_id: int, event: str, now: datetime) -> None:
+        """The claimed alert went out: mark it, release the claim, and count it on its
+        schedule (in a transaction of its own: schedule rows are locked before incident
+        rows, never after)."""
         with self.database.session() as session:
-            return session.get(Incident, incident_id)
+            values: dict[str, object] = {"claimed_until": None}
+            if event == "recovered":
+                values["recovery_sent_at"] = now
+            else:
+                values.update(alerted_at=now, alerts=Incident.alerts + 1)
+            schedule_id = session.scalar(
+                update(Incident)
+                .where(Incident.id == incident_id)
+                .values(**values)
+                .returning(Incident.periodic_task_id)
+            )
+        if event != "recovered" and schedule_id is not None:
+            with self.database.session() as session:
+                session.execute(
+                    update(PeriodicTask)
+                    .where(PeriodicTask.id == schedule_id)
+                    .values(alert_count=PeriodicTask.alert_count + 1)
+                    .execution_options(synchronize_session=False)
+                )
+                tally.add(session, schedule_id, now, alerts=1)
+
+    def release(self, incident_id: int) -> None:
+        """The claimed alert could not be sent: another pass may try again."""
+        with self.database.session() as session:
+            session.execute(
+                update(Incident).where(Incident.id == incident_id).values(claimed_until=None)
+            )
+
+    # -- operators ---------------------------------------------------------------------------
 
     def page(self, open_only: bool, before_id: int | None, limit: int) -> list[Incident]:
         """Incidents, newest first."""
@@ -227,54 +173,6 @@ class IncidentStore:
             )
 
 
-@dataclass(frozen=True)
-class RunsSeen:
-    """What a schedule's health is judged from besides its row, for several schedules."""
-
-    #: Per schedule, its runs not final and those that expired unstarted lately.
-    runs: dict[int, list[OpenRunView]]
-    #: Per schedule, when a run of it last started lately.
-    last_started: dict[int, datetime]
-
-
-def runs_seen(session: Session, schedule_ids: Sequence[int], now: datetime) -> RunsSeen:
-    """The runs of these schedules the health looks at: open ones, and those that expired
-    unstarted or started within :data:`RECENT` of ``now``."""
-    seen = RunsSeen({}, {})
-    if not schedule_ids:
-        return seen
-    run = TaskExecution
-    of_these = among(session, run.periodic_task_id, schedule_ids)
-    recent = now - RECENT
-    statement = select(
-        run.id, run.periodic_task_id, run.status, run.plan_time, run.started_at, run.queued_at
-    ).where(
-        of_these,
-        or_(
-            run.status.in_(NON_FINAL_STATUSES),
-            and_(
-                run.status == RunStatus.REVOKED,
-                run.error == EXPIRED,
-                run.started_at.is_(None),
-                run.finished_at >= recent,
-            ),
-        ),
-    )
-    for found in session.execute(statement):
-        seen.runs.setdefault(found.periodic_task_id, []).append(
-            OpenRunView(found.id, found.status, found.plan_time, found.started_at, found.queued_at)
-        )
-    started = (
-        select(run.periodic_task_id, func.max(run.started_at))
-        .where(of_these, run.started_at >= recent)
-        .group_by(run.periodic_task_id)
-    )
-    for schedule_id, last in session.execute(started).all():
-        if schedule_id is not None and last is not None:
-            seen.last_started[schedule_id] = last
-    return seen
-
-
 def open_incident(session: Session, opening: Opening, now: datetime) -> int | None:
     """Open an incident in the caller's transaction, unless one of its kind is open for its
     subject; its id, or None."""
@@ -298,38 +196,34 @@ def open_incident(session: Session, opening: Opening, now: datetime) -> int | No
     return found
 
 
+def close_incidents_of(session: Session, schedule_id: int, now: datetime) -> None:
+    """Close the open incidents of a schedule about to be deleted: their recoveries go."""
+    session.execute(
+        update(Incident)
+        .where(Incident.periodic_task_id == schedule_id, Incident.closed_at.is_(None))
+        .values(closed_at=now)
+    )
+
+
+def _unclaimed(now: datetime) -> ColumnElement[bool]:
+    return or_(Incident.claimed_until.is_(None), Incident.claimed_until < now)
+
+
 def _owing(now: datetime, repeat: timedelta) -> ColumnElement[bool]:
-    """An incident owes an alert or a recovery, and its schedule is not silenced."""
-    unalerted = Incident.alerted_at.is_(None)
+    """An incident owes an alert or a recovery, unclaimed, and its schedule is not silenced."""
     silenced = (
         select(PeriodicTask.id)
         .where(PeriodicTask.id == Incident.periodic_task_id, PeriodicTask.silenced_until > now)
         .exists()
     )
-    return and_(~silenced, _owes(now, repeat, unalerted))
-
-
-def _owes(now: datetime, repeat: timedelta, unalerted: ColumnElement[bool]) -> ColumnElement[bool]:
-    return or_(
-        and_(Incident.closed_at.is_(None), unalerted),
-        and_(
-            Incident.closed_at.is_(None),
-            Incident.acknowledged_at.is_(None),
-            Incident.alerted_at < now - repeat,
-        ),
+    still_open = Incident.closed_at.is_(None)
+    owes = or_(
+        and_(still_open, Incident.alerted_at.is_(None)),
+        and_(still_open, Incident.acknowledged_at.is_(None), Incident.alerted_at < now - repeat),
         and_(
             Incident.closed_at.is_not(None),
             Incident.alerted_at.is_not(None),
             Incident.recovery_sent_at.is_(None),
         ),
     )
-
-
-def _count_alert(session: Session, schedule_id: int, now: datetime) -> None:
-    session.execute(
-        update(PeriodicTask)
-        .where(PeriodicTask.id == schedule_id)
-        .values(alert_count=PeriodicTask.alert_count + 1)
-        .execution_options(synchronize_session=False)
-    )
-    tally.add(session, schedule_id, now, alerts=1)
+    return and_(~silenced, _unclaimed(now), owes)

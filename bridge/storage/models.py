@@ -155,6 +155,9 @@ class PeriodicTask(Base):
     last_failure_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     #: Alerts sent about the schedule (openings and repeats).
     alert_count: Mapped[int] = mapped_column(Integer, default=0)
+    #: The latest occurrence whose runs retention may have deleted: a backfill does
+    #: not send an occurrence up to it again, since its record may be gone.
+    pruned_through: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
     #: The schedule's labels. Never loaded on its own (beat has no use for them): the
     #: management side asks for them with the rows it reads.
@@ -315,8 +318,10 @@ class Incident(Base):
     kind: Mapped[str] = mapped_column(String(16))
     #: ``schedule:<id>``, or ``scheduler`` for an incident of no one schedule.
     subject: Mapped[str] = mapped_column(String(64))
+    #: The schedule; NULL once it is deleted (its incidents stay, closed, for their
+    #: recoveries and their history).
     periodic_task_id: Mapped[int | None] = mapped_column(
-        ForeignKey("periodic_task.id", ondelete="CASCADE"), nullable=True
+        ForeignKey("periodic_task.id", ondelete="SET NULL"), nullable=True
     )
     schedule_name: Mapped[str | None] = mapped_column(String(200), nullable=True)
     #: When the trouble began, and when the incident was opened and closed.
@@ -330,6 +335,8 @@ class Incident(Base):
     alerted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     alerts: Mapped[int] = mapped_column(Integer, default=0)
     recovery_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: Until when a beat or worker that is sending the alert owed holds it.
+    claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     #: What the alert says: a sentence, and the runs concerned (JSON).
     message: Mapped[str] = mapped_column(Text, default="")
     runs: Mapped[str] = mapped_column(Text, default="[]")

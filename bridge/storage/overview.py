@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, select
+from sqlalchemy import func, select
 
 from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.database import Database
-from bridge.storage.incidents import RunsSeen, runs_seen
+from bridge.storage.health import RunsSeen, runs_seen
+from bridge.storage.lifecycle import COUNTER_OF
 from bridge.storage.models import (
     BeatInstance,
     Incident,
@@ -54,6 +55,8 @@ SCHEDULE_COLUMNS = (
     "expired_count",
     "runtime_total",
 )
+#: The column counting the runs of a schedule that ended with each final status.
+ENDED_COLUMNS = {status: column for status, (column, _) in COUNTER_OF.items()}
 #: The counters summed over every schedule.
 SUMMED = (
     "success_count",
@@ -137,53 +140,3 @@ class OverviewStore:
             late=late,
             incidents=incidents,
         )
-
-
-#: The statuses of runs a worker holds: their schedules are running.
-HELD = ("RECEIVED", "STARTED", "RETRY")
-
-
-def health_counts(database: Database, late_before: datetime) -> dict[str, int]:
-    """How many schedules are in each health state, as the table says: one pass over
-    ``periodic_task`` by the state its columns give (broken, paused, late, failing, new,
-    ok), then the few schedules whose runs or open incidents say more (running, overrun,
-    late from a run that does not start) moved to that state."""
-    table = PeriodicTask
-    category = case(
-        (table.broken.is_(True), "broken"),
-        (table.enabled.is_(False), "paused"),
-        (table.nextrun < late_before, "late"),
-        (table.failure_streak > 0, "failing"),
-        (table.last_run_at.is_(None), "new"),
-        else_="ok",
-    ).label("category")
-    moved: dict[int, str] = {}
-    counts: dict[str, int] = {}
-    with database.session() as session:
-        for state, count in session.execute(select(category, func.count()).group_by(category)):
-            counts[state] = count
-        open_incidents = select(Incident.periodic_task_id, Incident.kind).where(
-            Incident.closed_at.is_(None),
-            Incident.periodic_task_id.is_not(None),
-            Incident.kind.in_(("overrun", "late")),
-        )
-        for schedule_id, kind in session.execute(open_incidents):
-            if schedule_id is not None:
-                moved[schedule_id] = kind
-        held = select(TaskExecution.periodic_task_id).where(
-            TaskExecution.status.in_(HELD), TaskExecution.periodic_task_id.is_not(None)
-        )
-        for holder in session.scalars(held.distinct()):
-            if holder is not None:
-                moved.setdefault(holder, "running")
-        if moved:
-            ids = list(moved)
-            for schedule_id, before in session.execute(
-                select(table.id, category).where(table.id.in_(ids))
-            ):
-                state = moved[schedule_id]
-                # Only to a more pressing state: a broken or paused schedule stays so.
-                if before in ("ok", "new", "failing") or (before == "late" and state == "overrun"):
-                    counts[before] -= 1
-                    counts[state] = counts.get(state, 0) + 1
-    return {state: int(count) for state, count in counts.items()}

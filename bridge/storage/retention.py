@@ -8,9 +8,13 @@ always has its record. Counts do not suffer: they live on the schedule row
 and in its hourly tallies.
 
 Pruning goes a slice of schedules at a time, each schedule in a short
-transaction of its own that deletes at most a batch of its runs. It locks
-only the final runs it deletes, which neither beat nor the workers write
-to, so it never delays a fire or a record.
+transaction of its own that deletes at most a batch of its runs, then notes
+on the schedule's row the latest occurrence it pruned (``pruned_through``),
+so that a backfill never sends a pruned occurrence again. On PostgreSQL it
+locks the final runs it deletes, which neither beat nor the workers write
+to, and the schedule's row for that one update, in the order the workers
+use (runs, then the schedule); on SQLite each of its transactions takes the
+database's write lock for a moment, as every writer there does.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, delete, func, or_, select, tuple_
+from sqlalchemy import ColumnElement, Select, delete, func, or_, select, tuple_, update
 
 from bridge.rules.kinds import FINAL_STATUSES
 from bridge.storage.database import Database
@@ -115,17 +119,32 @@ class Retention:
                 )
                 for status in sorted(FINAL_STATUSES)
             ]
-            doomed: Select[Any] = (
-                select(run.id)
-                .where(
-                    of_schedule,
-                    run.status.in_(FINAL_STATUSES),
-                    or_(*beyond),
-                    run.id.not_in([run_id for run_id in kept if run_id is not None]),
-                )
-                .limit(BATCH)
+            doomed: Select[Any] = select(run.id).where(
+                of_schedule,
+                run.status.in_(FINAL_STATUSES),
+                or_(*beyond),
+                run.id.not_in([run_id for run_id in kept if run_id is not None]),
             )
             if dry_run:
                 return session.scalar(select(func.count()).select_from(doomed.subquery())) or 0
-            deleted = session.execute(delete(run).where(run.id.in_(doomed.scalar_subquery())))
-            return int(deleted.rowcount)  # type: ignore[attr-defined]
+            gone = session.scalars(
+                delete(run)
+                .where(run.id.in_(doomed.limit(BATCH).scalar_subquery()))
+                .returning(run.plan_time)
+            ).all()
+            latest = max((plan for plan in gone if plan is not None), default=None)
+            if latest is not None:
+                # A backfill must not take a pruned occurrence for one never sent.
+                session.execute(
+                    update(PeriodicTask)
+                    .where(
+                        PeriodicTask.id == schedule_id,
+                        or_(
+                            PeriodicTask.pruned_through.is_(None),
+                            PeriodicTask.pruned_through < latest,
+                        ),
+                    )
+                    .values(pruned_through=latest)
+                    .execution_options(synchronize_session=False)
+                )
+            return len(gone)

@@ -24,6 +24,7 @@ from bridge.rules.kinds import RunStatus
 from bridge.storage import runs
 from bridge.storage.audit import Change, log
 from bridge.storage.database import Database, UniqueViolation
+from bridge.storage.incidents import close_incidents_of
 from bridge.storage.models import (
     BeatInstance,
     PeriodicTask,
@@ -32,6 +33,7 @@ from bridge.storage.models import (
     WorkerInstance,
 )
 from bridge.storage.runs import Sent
+from bridge.storage.sql import before
 
 #: The orders a page of schedules can come in: by name, or by next run (enabled ones).
 SORTS = ("name", "next")
@@ -63,10 +65,12 @@ class ScheduleFilter:
     #: Enabled, not broken, and its latest occurrence failed.
     failing: bool | None = None
     label: str | None = None
-    #: Enabled and due before this instant: late by more than the grace.
-    late_before: datetime | None = None
+    #: Enabled and due for longer than its grace (its own, else ``default_grace``) at
+    #: this instant.
+    late_at: datetime | None = None
+    default_grace: float = 0.0
 
-    def criteria(self) -> list[ColumnElement[bool]]:
+    def criteria(self, postgres: bool) -> list[ColumnElement[bool]]:
         """The conditions of the filter, for a ``WHERE`` on ``periodic_task``."""
         table = PeriodicTask
         criteria: list[ColumnElement[bool]] = []
@@ -95,8 +99,10 @@ class ScheduleFilter:
                 )
                 .exists()
             )
-        if self.late_before is not None:
-            criteria += [table.enabled.is_(True), table.nextrun < self.late_before]
+        if self.late_at is not None:
+            grace = func.coalesce(table.grace, self.default_grace)
+            late = before(table.nextrun, self.late_at, grace, postgres=postgres)
+            criteria += [table.enabled.is_(True), late]
         return criteria
 
 
@@ -140,7 +146,7 @@ class ScheduleStore:
         with a next run, by it; key: next run and id). Either order is read
         along an index, so a page costs the same at any depth.
         """
-        statement = select(PeriodicTask).where(*where.criteria())
+        statement = select(PeriodicTask).where(*where.criteria(self.database.is_postgres))
         if sort == "next":
             key = tuple_(PeriodicTask.nextrun, PeriodicTask.id)
             statement = statement.where(PeriodicTask.enabled, PeriodicTask.nextrun.is_not(None))
@@ -182,13 +188,12 @@ class ScheduleStore:
         return row
 
     @contextmanager
-    def changing(self, name: str, change: Change, *, always: bool = False) -> Iterator[Editing]:
+    def changing(self, name: str, change: Change) -> Iterator[Editing]:
         """The schedule called ``name``, whose changes (row and labels) are written when the
         block ends, and not at all if it raises.
 
         The fields that changed go into the audit log, with ``change``; a block
-        that changed nothing logs nothing, unless ``always`` (an action on the
-        schedule, such as a run sent by hand, that changes no field).
+        that changed nothing logs nothing.
         """
         with self.database.session() as session:
             row = _by_name(session, name)
@@ -198,12 +203,22 @@ class ScheduleStore:
             if editing.labels != row.labels:
                 row.labels = editing.labels
             old, new = difference(before, snapshot(row, editing.labels))
-            if old or new or always:
+            if old or new:
                 log(session, change, row.updated_at, row.id, row.name, old, new)
 
     def remove(self, name: str, change: Change, now: datetime) -> None:
-        """Delete the schedule and, by cascade, its runs and labels."""
+        """Delete the schedule, its runs, labels and tallies; its open incidents close (their
+        recoveries go) and stay, without their schedule.
+
+        The runs go first and the schedule row last: workers lock a run and then
+        its schedule, so taking them the other way round could deadlock.
+        """
         with self.database.session() as session:
+            found = session.scalar(select(PeriodicTask.id).where(PeriodicTask.name == name))
+            if found is None:
+                raise ScheduleNotFound(name)
+            session.execute(delete(TaskExecution).where(TaskExecution.periodic_task_id == found))
+            close_incidents_of(session, found, now)
             row = _by_name(session, name)
             log(session, change, now, row.id, name, before=snapshot(row, row.labels))
             session.execute(delete(PeriodicTask).where(PeriodicTask.id == row.id))

@@ -7,11 +7,14 @@ each dialect trick is written once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ARRAY, ColumnElement, TableValuedAlias, any_, bindparam, func, literal
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
+
+from bridge.storage.models import UTCDateTime
 
 
 def is_postgres(session: Session) -> bool:
@@ -64,3 +67,17 @@ def unnested(name: str, columns: Mapping[str, tuple[Any, Sequence[Any]]]) -> Tab
     """
     arrays = [literal(list(values), ARRAY(kind)) for kind, values in columns.values()]
     return func.unnest(*arrays).table_valued(*columns).render_derived(name=name)
+
+
+def before(column: Any, now: datetime, seconds: Any, *, postgres: bool) -> ColumnElement[bool]:
+    """``column < now - seconds``, where ``seconds`` is a number or a numeric expression (a
+    column): what "due for longer than its grace" is in SQL, on either database.
+
+    SQLite keeps times as text, so it compares their Julian days.
+    """
+    if postgres:
+        interval = func.make_interval(0, 0, 0, 0, 0, 0, seconds)
+        return column < literal(now, UTCDateTime()) - interval  # type: ignore[no-any-return]
+    day = 86400.0
+    moment = func.julianday(literal(now, UTCDateTime()))
+    return func.julianday(column) < moment - seconds / day  # type: ignore[no-any-return]

@@ -25,10 +25,11 @@ from datetime import datetime, timedelta
 
 from celery import Celery
 
-from bridge import sending
+from bridge import alerting
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.storage.database import DatabaseError, error_reason
+from bridge.storage.health import HealthStore
 from bridge.storage.incidents import IncidentStore, Opening
 from bridge.storage.records import RecordStore
 
@@ -104,11 +105,12 @@ class BeatWatch:
         self.app = app
         self.settings = settings
         self.incidents = IncidentStore(store.database)
+        self.health = HealthStore(store.database)
         self.started_at = utcnow()
 
     def __call__(self, now: datetime) -> None:
         # Before any beat registered, silence counts from this worker's start.
-        silent_since = self.incidents.last_tick() or self.started_at
+        silent_since = self.health.last_tick() or self.started_at
         silence = now - silent_since
         if silence <= timedelta(seconds=self.settings.no_beat_alert):
             return
@@ -117,6 +119,6 @@ class BeatWatch:
         self.incidents.open([Opening("no_beat", None, None, silent_since, message)], now)
         if self.settings.alert_task:
             repeat = timedelta(seconds=self.settings.alert_repeat)
-            sending.send_alerts(
+            alerting.send_alerts(
                 self.app, self.incidents, self.settings.alert_task, repeat, scheduler_only=True
             )

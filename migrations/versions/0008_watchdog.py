@@ -29,6 +29,9 @@ def upgrade() -> None:
         batch_op.add_column(
             sa.Column("alert_count", sa.Integer(), nullable=False, server_default="0")
         )
+        batch_op.add_column(
+            sa.Column("pruned_through", sa.DateTime(timezone=True), nullable=True)
+        )
     op.create_index(
         "ix_periodic_task_trouble",
         "periodic_task",
@@ -77,13 +80,14 @@ def upgrade() -> None:
         sa.Column("alerted_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("alerts", sa.Integer(), nullable=False, server_default="0"),
         sa.Column("recovery_sent_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("claimed_until", sa.DateTime(timezone=True), nullable=True),
         sa.Column("message", sa.Text(), nullable=False, server_default=""),
         sa.Column("runs", sa.Text(), nullable=False, server_default="[]"),
         sa.ForeignKeyConstraint(
             ["periodic_task_id"],
             ["periodic_task.id"],
             name=op.f("fk_incident_periodic_task_id_periodic_task"),
-            ondelete="CASCADE",
+            ondelete="SET NULL",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_incident")),
     )
@@ -108,6 +112,7 @@ def downgrade() -> None:
         op.drop_index("ix_periodic_task_name_pattern", table_name="periodic_task")
     with op.batch_alter_table("periodic_task", schema=None) as batch_op:
         for name in (
+            "pruned_through",
             "alert_count",
             "silenced_until",
             "keep_days",

@@ -329,3 +329,61 @@ def test_health_needs_a_ticking_beat(api: Bridge, migrated: str) -> None:
         )
     assert api.health().ok is True
     assert api.health(beat_timeout=1, now=now + timedelta(seconds=5)).ok is False
+
+
+def test_a_deleted_schedule_closes_its_incidents_and_keeps_them(api: Bridge, migrated: str) -> None:
+    from bridge.storage.incidents import IncidentStore, Opening
+
+    schedule = add(api, "doomed-one")
+    store = IncidentStore(database_for(migrated))
+    [opened] = store.open([Opening("late", schedule.id, "doomed-one", None, "late")], START)
+    record(migrated, schedule.id, START)
+    api.remove("doomed-one")
+    [incident] = api.incidents().items
+    assert (incident.id, incident.schedule_name) == (opened, "doomed-one")
+    assert incident.closed_at is not None
+    assert rows(migrated, "SELECT count(*) FROM task_execution") == [(0,)]
+
+
+def test_an_alert_claim_is_given_back_when_it_cannot_be_sent(api: Bridge, migrated: str) -> None:
+    from datetime import timedelta as span
+
+    from bridge.storage.incidents import IncidentStore, Opening
+
+    store = IncidentStore(database_for(migrated))
+    [opened] = store.open([Opening("no_beat", None, None, None, "silence")], START)
+    hour = span(hours=1)
+    assert store.claim(opened, START, hour) == "opened"
+    assert store.claim(opened, START, hour) is None  # claimed: no second sender
+    assert [i.id for i in store.owed(START, hour, 10)] == []
+    store.release(opened)
+    assert store.claim(opened, START, hour) == "opened"
+    store.sent(opened, "opened", START)
+    assert store.owed(START + span(minutes=1), hour, 10) == []
+    # A claim whose holder died lapses: another may send.
+    assert store.claim(opened, START + 2 * hour, hour) == "repeat"
+    assert store.claim(opened, START + 2 * hour + span(minutes=1), hour) == "repeat"
+
+
+def test_a_backfill_does_not_resend_what_retention_pruned(sender: Bridge, migrated: str) -> None:
+    from bridge.storage.retention import Limits, Retention
+
+    schedule = add(sender, "kept-short", timer="0 * * * *", allow_unknown_task=True)
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    start = end - timedelta(hours=5)
+    first = sender.backfill("kept-short", start, end)
+    assert len(first.created) == 6
+    for run in first.created:
+        sender.cancel(run.id)
+    done = Retention(database_for(migrated)).prune(0, 10, Limits(2, 0), datetime.now(UTC))
+    assert done.runs == 4  # six runs: the two latest are kept
+    again = sender.backfill("kept-short", start, end)
+    assert (len(again.created), again.existing) == (0, 6)
+    assert schedule.id
+
+
+def test_a_prefix_tells_case_apart_on_both_databases(api: Bridge) -> None:
+    add(api, "report")
+    add(api, "Report-2")
+    assert [s.name for s in api.schedules(prefix="rep").items] == ["report"]
+    assert [s.name for s in api.schedules(prefix="Rep").items] == ["Report-2"]

@@ -8,6 +8,7 @@ authorised as a deployment's would be. The client is httpx, from outside.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -115,11 +116,21 @@ def test_without_a_token_only_loopback_is_served(tmp_path: Path, pg_url: str) ->
     port = free_port()
     try:
         env.serve(port)
+        base = f"http://127.0.0.1:{port}"
         local = httpx.post(
-            f"http://127.0.0.1:{port}/api/v1/schedules",
+            f"{base}/api/v1/schedules",
             json={"name": "local", "task": QUICK, "timer": "every 1h"},
         )
         assert local.status_code == 201
+        # Another site's page that resolves its name to 127.0.0.1 gets nothing.
+        rebound = httpx.get(f"{base}/api/v1/schedules", headers={"Host": "evil.example"})
+        assert rebound.status_code == 403
+        # A browser sending a change from another site is refused, and nothing is sent.
+        forged = httpx.post(
+            f"{base}/api/v1/schedules/local/run", headers={"Origin": "https://evil.example"}
+        )
+        assert forged.status_code == 403
+        assert httpx.get(f"{base}/api/v1/schedules/local/runs").json()["items"] == []
     finally:
         env.stop_all()
 
@@ -225,7 +236,34 @@ def test_a_body_over_the_limit_is_refused(deployment: Deployment) -> None:
     huge = {"name": "huge", "task": QUICK, "timer": "every 1h", "kwargs": {"x": "y" * 2_000_000}}
     response = deployment.admin.post("/api/v1/schedules", json=huge)
     assert response.status_code == 413
+    text = json.dumps(huge).encode()
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the body streams in
+        for start in range(0, len(text), 65536):
+            yield text[start : start + 65536]
+
+    streamed = deployment.admin.post(
+        "/api/v1/schedules", content=chunks(), headers={"Content-Type": "application/json"}
+    )
+    assert streamed.status_code == 413
     assert deployment.reader.get("/api/v1/schedules/huge").status_code == 404
+    small = json.dumps({"name": "streamed", "task": QUICK, "timer": "every 1h"}).encode()
+    fits = deployment.admin.post(
+        "/api/v1/schedules",
+        content=iter([small[:10], small[10:]]),
+        headers={"Content-Type": "application/json"},
+    )
+    assert fits.status_code == 201
+
+
+def test_notes_are_checked_like_every_value(deployment: Deployment) -> None:
+    deployment.create("noted")
+    bad = deployment.admin.post("/api/v1/schedules/noted/pause", json={"note": {"x": 1}})
+    assert (bad.status_code, bad.json()["field"]) == (422, "note")
+    reserved = deployment.admin.post(
+        "/api/v1/schedules", json={"name": "team/runs", "task": QUICK, "timer": "every 1h"}
+    )
+    assert (reserved.status_code, reserved.json()["field"]) == (422, "name")
 
 
 def test_pages_filters_and_sorting(deployment: Deployment) -> None:

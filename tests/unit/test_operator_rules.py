@@ -226,3 +226,48 @@ def test_settings_never_repeat_a_token() -> None:
     assert "short" not in str(caught.value)
     assert ADMIN not in repr(settings(ADMIN, READ))
     assert timedelta(seconds=Settings().default_grace) == timedelta(minutes=1)
+
+
+@pytest.mark.parametrize("name", ["runs", "team/report/runs", "a/pause", "new", "x/silence"])
+def test_a_name_ending_in_a_word_of_the_paths_is_refused(name: str) -> None:
+    from bridge.rules.definition import check_name
+
+    with pytest.raises(ValidationError) as caught:
+        check_name(name)
+    assert caught.value.field == "name"
+    assert "does not end with '/'" in caught.value.expected
+
+
+def test_names_with_slashes_otherwise_stand() -> None:
+    from bridge.rules.definition import check_name
+
+    assert check_name("team/report") == "team/report"
+    assert check_name("runs-daily") == "runs-daily"
+
+
+def test_requests_are_refused_from_other_sites_and_other_names() -> None:
+    from bridge.manage.web.security import request_refusal
+
+    open_server, closed = settings(), settings(ADMIN)
+    assert request_refusal(open_server, "GET", "127.0.0.1:8555", None) is None
+    assert request_refusal(open_server, "GET", "localhost:8555", None) is None
+    assert request_refusal(open_server, "GET", "[::1]:8555", None) is None
+    assert request_refusal(open_server, "GET", "evil.example:8555", None) is not None
+    assert request_refusal(closed, "GET", "bridge.example.com", None) is None
+    for server in (open_server, closed):
+        host = "127.0.0.1:8555"
+        assert request_refusal(server, "POST", host, "http://127.0.0.1:8555") is None
+        assert request_refusal(server, "POST", host, "https://evil.example") is not None
+        assert request_refusal(server, "DELETE", host, "null") is not None
+        assert request_refusal(server, "GET", host, "https://evil.example") is None
+
+
+def test_notes_are_text_without_control_characters() -> None:
+    from bridge.rules.definition import check_note
+
+    assert check_note("line one\nline two") == "line one\nline two"
+    assert check_note("") is None
+    for bad in ({"x": 1}, 5, "bell\a", "x" * 1001):
+        with pytest.raises(ValidationError) as caught:
+            check_note(bad)
+        assert caught.value.field == "note"

@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from bridge.config import Settings
 from bridge.errors import (
     BridgeError,
     RunNotFound,
@@ -39,7 +40,7 @@ from bridge.errors import (
 from bridge.manage.api import Bridge, default_actor
 from bridge.manage.web import dashboard, metrics
 from bridge.manage.web.routes import NotAllowed, Reader, router
-from bridge.manage.web.security import Access
+from bridge.manage.web.security import Access, request_refusal
 from bridge.storage.database import DatabaseError, error_reason
 
 logger = logging.getLogger("bridge.web")
@@ -78,7 +79,7 @@ def create_app(celery_app: Celery | None = None, *, bridge: Bridge | None = None
     _add_errors(app)
     _add_operations(app, bridge)
     _add_docs(app)
-    app.add_middleware(BodyLimit, limit=bridge.settings.api_max_body)
+    app.add_middleware(RequestGuard, settings=bridge.settings)
     return app
 
 
@@ -203,7 +204,9 @@ def _add_operations(app: FastAPI, bridge: Bridge) -> None:
         try:
             revision, head = bridge.database.revisions()
         except DatabaseError as exc:
-            body = {"ready": False, "problem": f"database: {error_reason(exc)}"}
+            # The driver's words may name hosts and users: the log has them, not the probe.
+            logger.error("bridge: /readyz: database unreachable: %s", error_reason(exc))
+            body = {"ready": False, "problem": "the database does not answer; see the log"}
             return JSONResponse(body, status_code=503)
         if revision != head:
             problem = f"schema at {revision or 'nothing'}, expected {head}: run bridge migrate"
@@ -240,50 +243,70 @@ def _add_docs(app: FastAPI) -> None:
 # -- request bodies ------------------------------------------------------------------------
 
 
-class BodyLimit:
-    """Refuse a request body larger than ``limit`` bytes with 413, before it is read whole.
+class RequestGuard:
+    """Checks every HTTP request before the application sees it.
 
-    The declared ``Content-Length`` is checked first; a body sent without one
-    is counted as it streams in.
+    Requests that :func:`~bridge.manage.web.security.request_refusal` turns
+    away (another site's change, a non-loopback name with no token) get 403.
+    A body larger than ``limit`` bytes gets 413 before it is read whole: the
+    declared ``Content-Length`` is checked first, and a body sent without one
+    is gathered up to the limit and handed on only if it fits.
     """
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
         self.app = app
-        self.limit = limit
+        self.settings = settings
+        self.limit = settings.api_max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._refuse(send)
-            return
-        seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise _TooLarge()
-            return message
-
-        try:
-            await self.app(scope, counted, send)
-        except _TooLarge:
-            await self._refuse(send)
-
-    async def _refuse(self, send: Send) -> None:
-        response = JSONResponse(
-            {"error": "too_large", "message": f"request body over {self.limit} bytes"},
-            status_code=413,
+        headers = {
+            key.decode("latin-1"): value.decode("latin-1") for key, value in scope["headers"]
+        }
+        problem = request_refusal(
+            self.settings, scope["method"], headers.get("host"), headers.get("origin")
         )
-        await response({"type": "http"}, _nothing, send)
+        if problem is not None:
+            await _answer(send, 403, {"error": "forbidden", "message": problem})
+            return
+        declared = headers.get("content-length")
+        if declared is not None:
+            if declared.isdigit() and int(declared) > self.limit:
+                await self._too_large(send)
+                return
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                await self._too_large(send)
+                return
+            if not message.get("more_body"):
+                break
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": bytes(body), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, send: Send) -> None:
+        body = {"error": "too_large", "message": f"request body over {self.limit} bytes"}
+        await _answer(send, 413, body)
 
 
-class _TooLarge(Exception):
-    pass
+async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
+    await JSONResponse(body, status_code=status)({"type": "http"}, _nothing, send)
 
 
 async def _nothing() -> Message:

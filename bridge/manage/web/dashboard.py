@@ -18,14 +18,12 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
-import secrets
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -36,9 +34,7 @@ from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import (
     BridgeError,
-    RunNotFound,
     RunSkipped,
-    ScheduleNotFound,
     SendFailed,
     ValidationError,
 )
@@ -48,6 +44,7 @@ from bridge.manage.web.security import Access, access_of, actor, tokens_configur
 from bridge.rules.health import Health
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.rules.policy import POLICY_NAMES, Policies
+from bridge.rules.stats import success_rate
 from bridge.rules.timers import parse_timer
 from bridge.rules.values import json_or_text
 from bridge.rules.words import policy_words, timer_words
@@ -71,8 +68,6 @@ STATES = {
     "late": {"late": True},
     "failing": {"failing": True},
 }
-#: The variable that hands the server's secret to each of its processes.
-SECRET_VARIABLE = "BRIDGE_SERVE_SECRET"
 
 
 # -- who is asking -------------------------------------------------------------------------
@@ -91,18 +86,19 @@ class Viewer:
         return self.access is Access.ADMIN
 
 
-def server_secret() -> bytes:
-    """A secret of this server's processes (several workers share the parent's)."""
-    value = os.environ.get(SECRET_VARIABLE)
-    if not value:
-        value = os.environ[SECRET_VARIABLE] = secrets.token_hex(32)
-    return value.encode()
+def _key(settings: Settings, purpose: str) -> bytes:
+    """A key derived from the tokens, the same in every server process (changing a token
+    ends every session and form). Without a token it protects nothing secret: requests
+    are then refused unless addressed to a loopback name from this site."""
+    material = "\0".join(
+        (purpose, settings.api_admin_token, settings.api_read_token, settings.database_url)
+    )
+    return hashlib.sha256(material.encode()).digest()
 
 
 def _session_key(settings: Settings) -> bytes:
-    """The key sessions are signed with: changing a token ends every session."""
-    material = "\0".join(("bridge-session", settings.api_admin_token, settings.api_read_token))
-    return hashlib.sha256(material.encode()).digest()
+    """The key sessions are signed with."""
+    return _key(settings, "bridge-session")
 
 
 def _sign(key: bytes, text: str) -> str:
@@ -144,16 +140,8 @@ def viewer_of(request: Request) -> Viewer:
     else:
         access = access_of(settings, None, client)
         basis = "loopback"
-    csrf = _sign(server_secret(), f"csrf\0{basis}")
+    csrf = _sign(_key(settings, "bridge-csrf"), basis)
     return Viewer(access, csrf, signed_in=tokens_configured(settings) and access > Access.NONE)
-
-
-def _same_origin(request: Request) -> bool:
-    """An unsafe request whose Origin (or Referer) names another site is refused."""
-    origin = request.headers.get("origin") or request.headers.get("referer")
-    if not origin:
-        return True
-    return urlsplit(origin).netloc == request.headers.get("host")
 
 
 class SignInNeeded(Exception):
@@ -169,7 +157,7 @@ async def _changing(request: Request) -> tuple[Bridge, dict[str, str], Viewer]:
     form = {key: str(value) for key, value in (await request.form()).items()}
     if not viewer.admin:
         raise Refused("this action needs the admin token; you are signed in with the read token")
-    if not _same_origin(request) or not hmac.compare_digest(form.get("csrf", ""), viewer.csrf):
+    if not hmac.compare_digest(form.get("csrf", ""), viewer.csrf):
         raise Refused("the form is stale or came from another site; reload the page and retry")
     bridge: Bridge = request.app.state.bridge
     client = request.client.host if request.client else None
@@ -233,8 +221,14 @@ def _policy_words(schedule: Schedule) -> list[str]:
 
 
 def _success_rate(schedule: Schedule) -> float | None:
-    rated = schedule.success_count + schedule.failure_count + schedule.lost_count
-    return None if not rated else schedule.success_count / rated
+    """The success rate since the schedule was created, from its counters."""
+    return success_rate(
+        {
+            RunStatus.SUCCESS.value: schedule.success_count,
+            RunStatus.FAILURE.value: schedule.failure_count,
+            RunStatus.LOST.value: schedule.lost_count,
+        }
+    )
 
 
 def _row(schedule: Schedule, strip: list[tuple[datetime, str]]) -> dict[str, Any]:
@@ -572,8 +566,6 @@ PAGE_ERRORS = {
     SignInNeeded: sign_in,
     Refused: refused,
 }
-#: Errors that are a missing page when the request is one of the dashboard's.
-MISSING = (ScheduleNotFound, RunNotFound)
 
 
 def is_page(request: Request) -> bool:

@@ -26,19 +26,10 @@ from prometheus_client.registry import Collector
 
 from bridge.clock import utcnow
 from bridge.manage.api import Bridge
-from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
-from bridge.storage.incidents import RunsSeen
-
-#: The counter column of each final status.
-_COUNTERS = {
-    RunStatus.SUCCESS: "success_count",
-    RunStatus.FAILURE: "failure_count",
-    RunStatus.REVOKED: "revoked_count",
-    RunStatus.LOST: "lost_count",
-}
-#: Open statuses that mean a worker has the run.
-_RUNNING = (RunStatus.RECEIVED.value, RunStatus.STARTED.value, RunStatus.RETRY.value)
-
+from bridge.rules.health import HELD_BY_WORKER
+from bridge.rules.kinds import NON_FINAL_STATUSES
+from bridge.storage.health import RunsSeen
+from bridge.storage.overview import ENDED_COLUMNS
 
 #: How long one reading of the database serves the scrapes that follow it, in seconds.
 FRESH_FOR = 2.0
@@ -99,7 +90,7 @@ class ScheduleCollector(Collector):
         runs = CounterMetricFamily(
             "bridge_runs", "Runs of every schedule ended, by final status.", labels=["status"]
         )
-        for final, column in _COUNTERS.items():
+        for final, column in ENDED_COLUMNS.items():
             runs.add_metric([final.value], seen.totals[column])
         yield runs
         for name, column, text in (
@@ -214,12 +205,12 @@ class ScheduleCollector(Collector):
                 ("enabled", row["enabled"]),
                 ("paused", paused),
                 ("broken", row["broken"]),
-                ("running", sum(run.status in _RUNNING for run in opened)),
+                ("running", sum(run.status in HELD_BY_WORKER for run in opened)),
                 ("open_runs", len(opened)),
                 ("consecutive_failures", row["failure_streak"]),
             ):
                 flags[key].add_metric(name, float(value))
-            for final, column in _COUNTERS.items():
+            for final, column in ENDED_COLUMNS.items():
                 runs.add_metric([*name, final.value], row[column])
             for column, counter in counts.items():
                 counter.add_metric(name, row[column])

@@ -168,17 +168,7 @@ def schedule_runs(
     limit: str = "100",
 ) -> JSONResponse:
     """A page of the schedule's runs, newest occurrence first."""
-    return answer(
-        bridge.runs(
-            name,
-            status=status,
-            trigger=trigger,
-            since=since,
-            until=until,
-            cursor=cursor,
-            limit=limit,  # type: ignore[arg-type]
-        ).to_json()
-    )
+    return list_runs(bridge, name, status, trigger, since, until, cursor, limit)
 
 
 @router.get("/schedules/{name:path}/stats", tags=["schedules"])
@@ -263,14 +253,14 @@ def delete_schedule(bridge: Admin, name: str) -> Response:
 # -- labels ------------------------------------------------------------------------------
 
 
-@router.post("/labels/{label}/pause", tags=["schedules"])
+@router.post("/labels/{label:path}/pause", tags=["schedules"])
 def pause_label(bridge: Admin, label: str, body: schemas.Pause | None = None) -> JSONResponse:
     """Pause every enabled schedule carrying the label."""
     paused = bridge.pause_label(label, None if body is None else body.note)
     return answer({"schedules": [schedule.name for schedule in paused]})
 
 
-@router.post("/labels/{label}/resume", tags=["schedules"])
+@router.post("/labels/{label:path}/resume", tags=["schedules"])
 def resume_label(bridge: Admin, label: str, body: schemas.Resume | None = None) -> JSONResponse:
     """Resume every paused or broken schedule carrying the label."""
     resumed = bridge.resume_label(label, "now" if body is None else body.from_)
@@ -316,8 +306,6 @@ def cancel_run(bridge: Admin, run_id: str, body: schemas.Cancel | None = None) -
     """Cancel a run that has not ended: recorded REVOKED with the reason, revoked on the
     workers, and terminated where it executes if asked."""
     given = body or schemas.Cancel()
-    if not isinstance(given.terminate, bool):
-        raise ValidationError("terminate", given.terminate, "true or false")
     return answer(bridge.cancel(run_id, terminate=given.terminate, note=given.note).to_json())
 
 

@@ -83,6 +83,40 @@ def access_of(settings: Settings, token: str | None, client_host: str | None) ->
     return Access.READ if read else Access.NONE
 
 
+#: Methods that change something: a browser may be made to send them from another site.
+UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def hostname_of(host_header: str | None) -> str | None:
+    """The host name of a ``Host`` header, without its port (``[::1]:8555`` gives ``::1``)."""
+    if not host_header:
+        return None
+    if host_header.startswith("["):
+        return host_header[1 : host_header.find("]")] if "]" in host_header else None
+    return host_header.rsplit(":", 1)[0] if host_header.count(":") == 1 else host_header
+
+
+def request_refusal(
+    settings: Settings, method: str, host: str | None, origin: str | None
+) -> str | None:
+    """Why a request must be refused before anything reads it, or None.
+
+    Without a token, the server answers only requests addressed to a loopback
+    name: a page of another site that resolves its own name to 127.0.0.1 (DNS
+    rebinding) is refused. And a request that changes something is refused
+    when the browser says it comes from another site (``Origin``), whoever
+    is signed in.
+    """
+    if not tokens_configured(settings) and not is_loopback(hostname_of(host)):
+        return "with no API token set, only requests addressed to a loopback name are served"
+    if method in UNSAFE_METHODS and origin is not None:
+        # "null" is what a sandboxed page or a redirect sends: another site too.
+        site = origin.partition("://")[2].split("/")[0]
+        if site != host:
+            return "a change requested from another site is refused"
+    return None
+
+
 def bearer(authorization: str | None) -> str | None:
     """The token of an ``Authorization: Bearer <token>`` header."""
     if not authorization:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 
 from bridge.manage.api import Bridge, default_actor
-from bridge.manage.web.dashboard import server_secret
 from bridge.manage.web.security import check_bind
 
 #: The environment variable that tells a server process which Celery app to load.
@@ -24,7 +23,6 @@ def serve(bridge: Bridge, host: str, port: int, workers: int, app_path: str | No
 
     check_bind(host, bridge.settings)
     bridge.database.require_schema()
-    server_secret()  # made here, so that every server process shares it
     options = {"host": host, "port": port, "log_level": "info", "server_header": False}
     if workers == 1:
         from bridge.manage.web.app import create_app

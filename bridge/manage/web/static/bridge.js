@@ -37,7 +37,11 @@
   function refresh(region) {
     if (document.hidden || busy()) { return; }
     fetch(region.getAttribute("data-refresh"), { credentials: "same-origin" })
-      .then(function (response) { return response.ok ? response.text() : null; })
+      .then(function (response) {
+        // Signed out meanwhile: show the sign-in page rather than put it in the list.
+        if (response.redirected) { window.location.assign(response.url); return null; }
+        return response.ok ? response.text() : null;
+      })
       .then(function (html) {
         if (html === null) { return; }
         region.innerHTML = html;

@@ -1,0 +1,236 @@
+"""What a schedule's health is judged from: its runs, the schedules that may be in trouble,
+the beats' last tick, and the schedules counted by health.
+
+The rule itself is pure (:mod:`bridge.rules.health`); these statements
+fetch what it reads, for a page of schedules (the API, the dashboard, the
+metrics) and for the watchdog, which looks only at the schedules that may be
+in trouble, found through indexes, most overdue first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, case, func, or_, select, text
+from sqlalchemy.orm import Session
+
+from bridge.rules.decisions import EXPIRED
+from bridge.rules.health import HELD_BY_WORKER, Health, OpenRunView, worst
+from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
+from bridge.storage.database import Database
+from bridge.storage.models import BeatInstance, Incident, PeriodicTask, TaskExecution
+from bridge.storage.sql import among, before, is_postgres
+
+#: How far back the health looks at runs that ended: expired ones, the latest start.
+RECENT = timedelta(days=1)
+#: The columns of a schedule its health is judged by.
+WATCHED_COLUMNS = (
+    "id",
+    "name",
+    "enabled",
+    "broken",
+    "note",
+    "nextrun",
+    "failure_streak",
+    "last_run_at",
+    "last_failure_at",
+    "grace",
+    "max_runtime",
+    "on_overrun",
+    "silenced_until",
+)
+#: The PostgreSQL advisory lock that lets one watchdog judge at a time.
+_JUDGE_LOCK = 0x62726A64  # "brjd"
+
+
+@dataclass(frozen=True)
+class RunsSeen:
+    """What the health of several schedules is judged from besides their rows."""
+
+    #: Per schedule, its runs not final and those that expired unstarted lately.
+    runs: dict[int, list[OpenRunView]]
+    #: Per schedule, when a run of it last started lately.
+    last_started: dict[int, datetime]
+
+
+@dataclass(frozen=True)
+class AtRisk:
+    """A schedule the watchdog looks at: its columns, and the runs it is judged from."""
+
+    columns: dict[str, Any]
+    open_runs: list[OpenRunView]
+    last_started: datetime | None
+
+
+def runs_seen(session: Session, schedule_ids: Sequence[int], now: datetime) -> RunsSeen:
+    """The runs of these schedules the health looks at: open ones, and those that expired
+    unstarted or started within :data:`RECENT` of ``now``."""
+    seen = RunsSeen({}, {})
+    if not schedule_ids:
+        return seen
+    run = TaskExecution
+    of_these = among(session, run.periodic_task_id, schedule_ids)
+    recent = now - RECENT
+    expired = and_(
+        run.status == RunStatus.REVOKED,
+        run.error == EXPIRED,
+        run.started_at.is_(None),
+        run.finished_at >= recent,
+    )
+    statement = select(
+        run.id, run.periodic_task_id, run.status, run.plan_time, run.started_at, run.queued_at
+    ).where(of_these, or_(run.status.in_(NON_FINAL_STATUSES), expired))
+    for found in session.execute(statement):
+        seen.runs.setdefault(found.periodic_task_id, []).append(
+            OpenRunView(found.id, found.status, found.plan_time, found.started_at, found.queued_at)
+        )
+    started = (
+        select(run.periodic_task_id, func.max(run.started_at))
+        .where(of_these, run.started_at >= recent)
+        .group_by(run.periodic_task_id)
+    )
+    for schedule_id, last in session.execute(started).all():
+        if schedule_id is not None and last is not None:
+            seen.last_started[schedule_id] = last
+    return seen
+
+
+class HealthStore:
+    """The statements the health and the watchdog read, against one database."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+
+    def runs_seen(self, schedule_ids: Sequence[int], now: datetime) -> RunsSeen:
+        with self.database.session() as session:
+            return runs_seen(session, schedule_ids, now)
+
+    def at_risk(self, now: datetime, default_grace: float, limit: int) -> list[AtRisk]:
+        """The schedules that may be in trouble, at most ``limit`` of each kind, the most
+        pressing first: those overdue by their grace (the most overdue first), those
+        with an open run (the one waiting or running longest first), the failing and
+        broken ones (a partial index), and those with an open incident (to be closed
+        when the trouble is over)."""
+        table, run = PeriodicTask, TaskExecution
+        waiting_since = func.min(func.coalesce(run.started_at, run.queued_at, run.plan_time))
+        with self.database.session() as session:
+            postgres = is_postgres(session)
+            grace = func.coalesce(table.grace, default_grace)
+            sources = (
+                select(table.id)
+                .where(table.enabled, before(table.nextrun, now, grace, postgres=postgres))
+                .order_by(table.nextrun)
+                .limit(limit),
+                select(run.periodic_task_id)
+                .where(run.status.in_(NON_FINAL_STATUSES), run.periodic_task_id.is_not(None))
+                .group_by(run.periodic_task_id)
+                .order_by(waiting_since)
+                .limit(limit),
+                select(table.id).where(or_(table.failure_streak > 0, table.broken)).limit(limit),
+                select(Incident.periodic_task_id).where(
+                    Incident.closed_at.is_(None), Incident.periodic_task_id.is_not(None)
+                ),
+            )
+            ids = sorted(
+                {found for source in sources for found in session.scalars(source) if found}
+            )
+            if not ids:
+                return []
+            columns = [table.__table__.c[name] for name in WATCHED_COLUMNS]
+            rows = {
+                row.id: dict(row._mapping)
+                for row in session.execute(select(*columns).where(table.id.in_(ids)))
+            }
+            seen = runs_seen(session, ids, now)
+        return [
+            AtRisk(columns, seen.runs.get(schedule_id, []), seen.last_started.get(schedule_id))
+            for schedule_id, columns in rows.items()
+        ]
+
+    @contextmanager
+    def judging(self) -> Iterator[bool]:
+        """Whether this watchdog is the one judging now: on PostgreSQL one holds an
+        advisory lock while the others skip their pass, so that two never open or
+        close the same incident from views taken a moment apart. SQLite has one beat."""
+        if not self.database.is_postgres:
+            yield True
+            return
+        with self.database.engine.connect() as connection:
+            held = bool(
+                connection.execute(
+                    text("SELECT pg_try_advisory_lock(:key)"), {"key": _JUDGE_LOCK}
+                ).scalar()
+            )
+            connection.commit()
+            try:
+                yield held
+            finally:
+                if held:
+                    connection.execute(
+                        text("SELECT pg_advisory_unlock(:key)"), {"key": _JUDGE_LOCK}
+                    )
+                    connection.commit()
+
+    def last_tick(self) -> datetime | None:
+        """When some beat instance last ticked (None: none is registered)."""
+        with self.database.session() as session:
+            return session.scalar(select(func.max(BeatInstance.last_tick)))
+
+    def counts(self, now: datetime, default_grace: float) -> dict[str, int]:
+        """How many schedules are in each health state: one pass over ``periodic_task`` by
+        the state its columns give (broken, paused, late by its own grace, failing, new,
+        ok), then the few schedules whose runs or open incidents say more moved to the
+        state the health rule gives them (an overrun or late run beats failing, which
+        beats running)."""
+        table = PeriodicTask
+        moved: dict[int, str] = {}
+        counts: dict[str, int] = {}
+        with self.database.session() as session:
+            late = before(
+                table.nextrun,
+                now,
+                func.coalesce(table.grace, default_grace),
+                postgres=is_postgres(session),
+            )
+            category = case(
+                (table.broken.is_(True), "broken"),
+                (table.enabled.is_(False), "paused"),
+                (late, "late"),
+                (table.failure_streak > 0, "failing"),
+                (table.last_run_at.is_(None), "new"),
+                else_="ok",
+            ).label("category")
+            for state, count in session.execute(select(category, func.count()).group_by(category)):
+                counts[state] = count
+            open_incidents = select(Incident.periodic_task_id, Incident.kind).where(
+                Incident.closed_at.is_(None),
+                Incident.periodic_task_id.is_not(None),
+                Incident.kind.in_(("overrun", "late")),
+            )
+            for schedule_id, kind in session.execute(open_incidents):
+                if schedule_id is not None:
+                    moved[schedule_id] = kind
+            held = select(TaskExecution.periodic_task_id).where(
+                TaskExecution.status.in_(HELD_BY_WORKER),
+                TaskExecution.periodic_task_id.is_not(None),
+            )
+            for holder in session.scalars(held.distinct()):
+                if holder is not None:
+                    moved.setdefault(holder, "running")
+            if moved:
+                found = select(table.id, category).where(table.id.in_(list(moved)))
+                for schedule_id, was in session.execute(found):
+                    state = moved[schedule_id]
+                    if _overrides(state, was):
+                        counts[was] -= 1
+                        counts[state] = counts.get(state, 0) + 1
+        return {state: int(count) for state, count in counts.items()}
+
+
+def _overrides(state: str, was: str) -> bool:
+    """Whether ``state`` is more pressing than ``was``, in the order of the health rule."""
+    return state != was and worst([Health(state), Health(was)]) is Health(state)

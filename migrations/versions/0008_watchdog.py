@@ -29,9 +29,7 @@ def upgrade() -> None:
         batch_op.add_column(
             sa.Column("alert_count", sa.Integer(), nullable=False, server_default="0")
         )
-        batch_op.add_column(
-            sa.Column("pruned_through", sa.DateTime(timezone=True), nullable=True)
-        )
+        batch_op.add_column(sa.Column("pruned_through", sa.DateTime(timezone=True), nullable=True))
     op.create_index(
         "ix_periodic_task_trouble",
         "periodic_task",

@@ -159,6 +159,43 @@ def test_django_celery_beat_moves_in_and_fires(
 
 
 @pytest.fixture
+def sqlalchemy_source(peer_python: Path) -> Iterator[str]:
+    """A sqlalchemy-celery-beat store in a schema of its own on PostgreSQL, made by its code."""
+    subprocess.run(
+        [str(peer_python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "sqlalchemy-celery-beat==0.9.1"],
+        check=True, timeout=600,
+    )  # fmt: skip
+    with support.postgres_database("bridge_sqlalchemy_") as database:
+        peer(
+            peer_python, "sqlalchemy_source.py", SOURCE_DATABASE_URL=database, SOURCE_SCHEMA="beat"
+        )
+        yield database
+
+
+def test_sqlalchemy_celery_beat_moves_in(pg_env: Env, sqlalchemy_source: str) -> None:
+    args = ("import", "--from", "sqlalchemy-celery-beat", sqlalchemy_source, "--schema", "beat")
+    dry = pg_env.cli(*args, "--dry-run")
+    assert "<- differs" not in dry.stdout
+    done = pg_env.cli(*args, "--disable-source")
+    assert done.stdout.strip().splitlines()[-1] == (
+        "imported 3 (created 3, updated 0), unchanged 0, refused 0, approximated 0; "
+        "disabled in the source 2"
+    )
+    found = bridge_rows(pg_env)
+    assert (found["ny-mornings"].timer, found["ny-mornings"].timezone) == (
+        "celery 0 9 * * 1-5",
+        "America/New_York",
+    )
+    assert json.loads(found["ny-mornings"].options) == {"priority": 7}
+    assert found["sydney-noon"].timer == "solar solar_noon -33.8688 151.2093"
+    assert not found["sydney-noon"].enabled
+    assert found["every-4s"].description == "from sqlalchemy"
+    assert rows(sqlalchemy_source, "SELECT name FROM beat.celery_periodictask WHERE enabled") == []
+    assert "unchanged 3" in pg_env.cli(*args).stdout
+
+
+@pytest.fixture
 def redbeat_source(redis_url: str, peer_python: Path) -> str:
     prefix = "source-redbeat:"
     peer(peer_python, "redbeat_source.py", SOURCE_REDIS_URL=redis_url, SOURCE_PREFIX=prefix)

@@ -17,76 +17,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from celery import Celery
-from celery.schedules import crontab, schedule
 
 from bridge.clock import utcnow
 from bridge.errors import ValidationError
 from bridge.rules.definition import Definition, build_definition, require_occurrence
-from bridge.rules.timers import format_duration
+from bridge.schedules import crontab_text, timer_text
 from bridge.storage.database import Database
 from bridge.storage.sync import ConfigSync
 
+__all__ = ["crontab_text", "entry_definition", "sync_beat_schedule", "timer_text"]
+
 logger = logging.getLogger("bridge.sync")
-
-
-def _cron_field(value: Any) -> str:
-    """One crontab field as cron text: Celery keeps what it was given (text, a number or a set)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int):
-        return str(value)
-    return ",".join(str(item) for item in sorted(value))
-
-
-def crontab_text(value: crontab) -> str:
-    """The cron expression of a Celery crontab, refusing one whose meaning would change.
-
-    Celery fires a crontab that restricts both day fields only on days matching
-    both; classic cron, which the bridge follows, fires on days matching either.
-    """
-    fields = [
-        _cron_field(field)
-        for field in (
-            value._orig_minute,
-            value._orig_hour,
-            value._orig_day_of_month,
-            value._orig_month_of_year,
-            value._orig_day_of_week,
-        )
-    ]
-    if not fields[2].startswith("*") and not fields[4].startswith("*"):
-        raise ValidationError(
-            "schedule",
-            value,
-            "a crontab restricting at most one of day_of_month and day_of_week "
-            "(Celery requires both to match, cron only one)",
-        )
-    return " ".join(fields)
-
-
-def timer_text(value: Any) -> str:
-    """The timer text of a ``beat_schedule`` entry's ``schedule`` value."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, crontab):
-        return crontab_text(value)
-    given = value
-    if isinstance(value, schedule):
-        value = value.run_every
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        value = timedelta(seconds=value)
-    if isinstance(value, timedelta):
-        try:
-            return f"every {format_duration(value)}"
-        except ValueError:
-            raise ValidationError("schedule", given, "a whole number of seconds > 0") from None
-    raise ValidationError(
-        "schedule", given, "seconds, a timedelta, a celery crontab or a timer text"
-    )
 
 
 def entry_definition(

@@ -103,6 +103,8 @@ class Schedule(_View):
     worker: str | None
     marked: datetime | None
     labels: tuple[str, ...] = ()
+    #: What the schedule is for, in words (kept from the scheduler it was imported from).
+    description: str | None = None
     #: Its health (see :mod:`bridge.rules.health`): the state, why, and since when. Judged
     #: when the view is made, so not compared: two views of one row are equal.
     health: str = field(default=Health.OK.value, compare=False)

@@ -29,7 +29,7 @@ import re
 from abc import ABC, abstractmethod
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time, timedelta
 from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -37,6 +37,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from bridge.errors import BridgeError
 
 __all__ = [
+    "CeleryCronTimer",
     "CronFields",
     "CronTimer",
     "IntervalTimer",
@@ -48,6 +49,7 @@ __all__ = [
     "load_zone",
     "parse_duration",
     "parse_timer",
+    "require_aware",
     "upcoming",
 ]
 
@@ -155,6 +157,10 @@ def _require_aware(name: str, moment: datetime) -> datetime:
     if moment.utcoffset() is None:
         raise ValueError(f"{name} must be timezone-aware, got {moment!r}")
     return moment
+
+
+#: The public name of the check, for the timers defined in other modules (solar).
+require_aware = _require_aware
 
 
 def _wall_instants(zone: ZoneInfo, wall: datetime) -> tuple[datetime, ...]:
@@ -457,10 +463,57 @@ class CronTimer(Timer):
         return _wall_instants(self.zone, wall)
 
 
+@dataclass(frozen=True)
+class CeleryCronTimer(Timer):
+    """``celery <cron expression>``: a cron expression read as Celery's ``crontab`` reads it.
+
+    Two rules differ from classic cron. A day must match *every* day field:
+    ``celery 0 0 13 * fri`` runs on Friday the 13th only, where ``0 0 13 * fri``
+    runs on every 13th and every Friday. And the next occurrence is, as Celery
+    computes it, the first matching wall time after the wall time of the previous
+    one (whole minutes), read with the previous one's fold: a wall time inside a
+    spring-forward gap is read with the offset before the gap (``02:30`` in a
+    one-hour gap fires at ``03:30`` of the new time), several wall times that
+    the gap swallows fire once, and a repeated hour runs on its first pass only,
+    whether or not the job has a ``*`` in its minute or hour field.
+    """
+
+    text: str
+    zone: ZoneInfo
+    fields: CronFields
+
+    def next_after(self, after: datetime) -> datetime | None:
+        local = _require_aware("after", after).astimezone(self.zone)
+        candidate = self.fields.first_after(local.replace(tzinfo=None))
+        while candidate is not None:
+            instant = candidate.replace(tzinfo=self.zone, fold=local.fold).astimezone(UTC)
+            if instant > after:
+                return instant
+            candidate = self.fields.first_after(candidate)
+        return None
+
+    def latest_at_or_before(self, at: datetime) -> datetime | None:
+        local = _require_aware("at", at).astimezone(self.zone)
+        candidate = self.fields.last_at_or_before(local.replace(tzinfo=None))
+        while candidate is not None:
+            instant = candidate.replace(tzinfo=self.zone, fold=local.fold).astimezone(UTC)
+            if instant <= at:
+                return instant
+            candidate = self.fields.last_at_or_before(candidate - _MINUTE)
+        return None
+
+
 # ------------------------------------------------------------------------- parsing
 
 
-_KEYWORDED = re.compile(r"\s*(?P<keyword>every|at)(?:\s+(?P<argument>.*?))?\s*", re.I | re.S)
+_KEYWORDED = re.compile(
+    r"\s*(?P<keyword>every|at|celery|solar)(?:\s+(?P<argument>.*?))?\s*", re.I | re.S
+)
+#: What a ``celery ...`` timer must be.
+CELERY_CRON_EXPECTED = (
+    "'celery ' followed by a 5-field cron expression or '@hourly'..'@yearly', "
+    "read as Celery's crontab reads it"
+)
 
 
 def parse_timer(text: str, zone: str | ZoneInfo = "UTC", anchor: datetime | None = None) -> Timer:
@@ -475,8 +528,15 @@ def parse_timer(text: str, zone: str | ZoneInfo = "UTC", anchor: datetime | None
     if keyworded is None:
         return _parse_cron(text, tz)
     argument = keyworded["argument"] or ""
-    if keyworded["keyword"].lower() == "every":
+    keyword = keyworded["keyword"].lower()
+    if keyword == "every":
         return _parse_interval(text, argument, tz, anchor)
+    if keyword == "celery":
+        return _parse_celery_cron(text, argument, tz)
+    if keyword == "solar":
+        from bridge.rules.solar import parse_solar
+
+        return parse_solar(text, argument, tz)
     return _parse_one_shot(text, argument, tz)
 
 
@@ -625,6 +685,22 @@ def _parse_cron(text: str, zone: ZoneInfo) -> CronTimer:
     ):
         raise TimerSyntaxError(text, "no month in the expression has any of its days")
     return CronTimer(text=normalised, zone=zone, fields=fields)
+
+
+def _parse_celery_cron(text: str, expression: str, zone: ZoneInfo) -> CeleryCronTimer:
+    """Read ``celery <cron>``: the fields of classic cron, every day field must match."""
+    try:
+        classic = _parse_cron(expression, zone)
+    except TimerSyntaxError as exc:
+        raise TimerSyntaxError(text, exc.problem, CELERY_CRON_EXPECTED) from None
+    fields = replace(classic.fields, either_day=False)
+    if not any(day <= _LONGEST_MONTH[month - 1] for month in fields.months for day in fields.days):
+        raise TimerSyntaxError(
+            text, "no month in the expression has any of its days", CELERY_CRON_EXPECTED
+        )
+    if fields.first_after(datetime(2000, 1, 1)) is None:
+        raise TimerSyntaxError(text, "no day matches every day field", CELERY_CRON_EXPECTED)
+    return CeleryCronTimer(text=f"celery {classic.text}", zone=zone, fields=fields)
 
 
 def upcoming(timer: Timer, after: datetime, count: int) -> list[datetime]:

@@ -131,6 +131,8 @@ class PeriodicTask(Base):
 
     source: Mapped[str] = mapped_column(String(16), default=Source.API.value)
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: What the schedule is for, in words (an import keeps the source's description).
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
     broken: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime)

@@ -445,9 +445,9 @@ def test_timer_text_refusal_repeats_the_number_given(value: float) -> None:
     assert_refusal(caught.value, "schedule", value)
 
 
-@pytest.mark.parametrize("value", [a_solar(), True, None, [30]])
+@pytest.mark.parametrize("value", [True, None, [30]])
 def test_timer_text_refuses_what_has_no_timer_text(value: Any) -> None:
-    """solar schedules and other values are refused rather than guessed."""
+    """Values that are no schedule are refused rather than guessed."""
     with pytest.raises(ValidationError) as caught:
         timer_text(value)
     assert_refusal(caught.value, "schedule", value)
@@ -459,12 +459,14 @@ def test_timer_text_of_a_crontab_with_a_list_field() -> None:
     assert timer_text(crontab(minute=0, hour=[9, 17])) == "0 9,17 * * *"
 
 
-def test_timer_text_refuses_a_crontab_restricting_both_day_fields() -> None:
-    """A crontab whose meaning a cron text cannot keep is refused, not changed."""
+def test_timer_text_of_a_crontab_restricting_both_day_fields_is_a_celery_cron() -> None:
+    """Celery fires it on days matching both fields: the ``celery`` cron timer keeps that."""
     value = crontab(minute=0, hour=8, day_of_month="1-7", day_of_week="mon")
-    with pytest.raises(ValidationError) as caught:
-        timer_text(value)
-    assert caught.value.field == "schedule"
+    assert timer_text(value) == "celery 0 8 1-7 * mon"
+
+
+def test_timer_text_of_a_solar_schedule() -> None:
+    assert timer_text(a_solar()) == "solar sunrise 48.85 2.35"
 
 
 # ---------------------------------------------------------------------------- run ids

@@ -1,0 +1,250 @@
+"""``bridge import --from``: real django-celery-beat and RedBeat stores, made by their own code.
+
+django-celery-beat and RedBeat are installed from PyPI into a virtualenv of
+their own (the pins of ``bench/peers/requirements.txt``), built once per
+session under the session's temporary directory. Their code writes the
+schedules (``tests/peers/django_source.py``: Django's migrations and the
+package's models, on PostgreSQL and on SQLite; ``tests/peers/redbeat_source.py``:
+``RedBeatSchedulerEntry`` on Redis). The bridge then imports them, compares
+the next fire times with Celery's, disables the source, and a real beat fires
+what was imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .. import support
+from ..support import REPO, Env, rows, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.redis]
+
+PEERS = REPO / "tests" / "peers"
+REQUIREMENTS = REPO / "bench" / "peers" / "requirements.txt"
+
+
+@pytest.fixture(scope="session")
+def peer_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """django-celery-beat, RedBeat and ephem from PyPI, in a virtualenv of their own."""
+    venv = tmp_path_factory.getbasetemp() / "peers-venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             "-r", str(REQUIREMENTS), "ephem==4.2.1"],
+            check=True, timeout=900,
+        )  # fmt: skip
+    return python
+
+
+def peer(python: Path, script: str, *args: str, **env: str) -> str:
+    result = subprocess.run(
+        [str(python), str(PEERS / script), *args],
+        cwd=PEERS,
+        env={**os.environ, "PYTHONPATH": str(PEERS), **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def django_source(
+    request: pytest.FixtureRequest, tmp_path: Path, peer_python: Path
+) -> Iterator[str]:
+    """A django-celery-beat database, migrated and filled by django-celery-beat."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'django.db'}"
+        peer(peer_python, "django_source.py", SOURCE_DATABASE_URL=url)
+        yield url
+        return
+    with support.postgres_database("bridge_django_") as database:
+        url = database.replace("postgresql+psycopg://", "postgresql://")
+        peer(peer_python, "django_source.py", SOURCE_DATABASE_URL=url)
+        yield url
+
+
+def bridge_rows(env: Env) -> dict[str, Any]:
+    found = rows(
+        env.database_url,
+        "SELECT name, timer, timezone, enabled, source, options, args, kwargs, expires,"
+        " remaining, last_run_at, total_run_count, description, note, nextrun FROM periodic_task",
+    )
+    return {row.name: row for row in found}
+
+
+def test_django_celery_beat_moves_in_and_fires(
+    pg_env: Env, django_source: str, peer_python: Path
+) -> None:
+    dry = pg_env.cli(
+        "import", "--from", "django-celery-beat", django_source, "--dry-run", check=False
+    )
+    assert dry.returncode == 1, dry.stderr  # two rows are refused
+    assert "source (Celery)" in dry.stdout
+    assert "<- differs" not in dry.stdout
+    assert dry.stdout.strip().splitlines()[-1] == (
+        "dry run, nothing written: imported 10 (created 10, updated 0), unchanged 0, "
+        "refused 2, approximated 0"
+    )
+    assert rows(pg_env.database_url, "SELECT name FROM periodic_task") == []
+    refused = dict(line.split(": ", 1) for line in dry.stderr.strip().splitlines())
+    assert "--approximate" in refused["refused ends-in-a-week"]
+    assert "elsewhere.task" in refused["refused needs-a-worker-only"]
+
+    done = pg_env.cli(
+        "import", "--from", "django-celery-beat", django_source, "--disable-source",
+        "--approximate", "--allow-unknown-task",
+    )  # fmt: skip
+    assert done.stdout.strip().splitlines()[-1] == (
+        "imported 12 (created 12, updated 0), unchanged 0, refused 0, approximated 1; "
+        "disabled in the source 10"
+    )
+    found = bridge_rows(pg_env)
+    assert found["friday-13"].timer == "celery 0 0 13 * fri"
+    assert found["sunset-berlin"].timer == "solar sunset 52.52 13.405"
+    assert found["launch"].timer.startswith("at ")
+    assert found["launch"].enabled
+    weekday = found["weekday-0230-berlin"]
+    assert (weekday.timer, weekday.timezone) == ("celery 30 2 * * mon-fri", "Europe/Berlin")
+    assert json.loads(weekday.options) == {
+        "queue": "reports", "exchange": "reports", "routing_key": "reports.daily",
+        "priority": 5, "headers": {"team": "finance"},
+    }  # fmt: skip
+    assert (weekday.args, weekday.expires, weekday.total_run_count) == ("[1,2]", "10m", 40)
+    assert found["every-2s"].description == "fast one"
+    assert found["every-2s"].expires == "never"
+    assert (found["done-once"].enabled, found["done-once"].remaining) == (False, 0)
+    assert found["done-once"].note.startswith("finished")
+    assert not found["paused-hourly"].enabled
+    assert found["config-heartbeat"].source == "config"
+    assert found["quarter-hours"].source == "api"
+    source = json.loads(
+        peer(peer_python, "django_source.py", "show", SOURCE_DATABASE_URL=django_source)
+    )
+    assert [name for name, row in source.items() if row["enabled"]] == []
+
+    # Idempotent: a second import changes nothing.
+    again = pg_env.cli(
+        "import", "--from", "django-celery-beat", django_source, "--approximate",
+        "--allow-unknown-task",
+    )  # fmt: skip
+    assert "imported 0 (created 0, updated 0), unchanged 12" in again.stdout
+
+    # The interval fires from where django-celery-beat left it, on a real beat.
+    pg_env.start("worker")
+    pg_env.start("beat")
+    wait_for(
+        lambda: list(
+            rows(
+                pg_env.database_url,
+                "SELECT r.status, r.plan_time, p.last_run_at FROM task_execution r JOIN"
+                " periodic_task p ON p.id = r.periodic_task_id WHERE p.name = 'every-2s'"
+                " AND r.status = 'SUCCESS'",
+            )
+        ),
+        60,
+        what="a run of every-2s",
+    )
+
+
+@pytest.fixture
+def sqlalchemy_source(peer_python: Path) -> Iterator[str]:
+    """A sqlalchemy-celery-beat store in a schema of its own on PostgreSQL, made by its code."""
+    subprocess.run(
+        [str(peer_python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "sqlalchemy-celery-beat==0.9.1"],
+        check=True, timeout=600,
+    )  # fmt: skip
+    with support.postgres_database("bridge_sqlalchemy_") as database:
+        peer(
+            peer_python, "sqlalchemy_source.py", SOURCE_DATABASE_URL=database, SOURCE_SCHEMA="beat"
+        )
+        yield database
+
+
+def test_sqlalchemy_celery_beat_moves_in(pg_env: Env, sqlalchemy_source: str) -> None:
+    args = ("import", "--from", "sqlalchemy-celery-beat", sqlalchemy_source, "--schema", "beat")
+    dry = pg_env.cli(*args, "--dry-run")
+    assert "<- differs" not in dry.stdout
+    done = pg_env.cli(*args, "--disable-source")
+    assert done.stdout.strip().splitlines()[-1] == (
+        "imported 3 (created 3, updated 0), unchanged 0, refused 0, approximated 0; "
+        "disabled in the source 2"
+    )
+    found = bridge_rows(pg_env)
+    assert (found["ny-mornings"].timer, found["ny-mornings"].timezone) == (
+        "celery 0 9 * * 1-5",
+        "America/New_York",
+    )
+    assert json.loads(found["ny-mornings"].options) == {"priority": 7}
+    assert found["sydney-noon"].timer == "solar solar_noon -33.8688 151.2093"
+    assert not found["sydney-noon"].enabled
+    assert found["every-4s"].description == "from sqlalchemy"
+    assert rows(sqlalchemy_source, "SELECT name FROM beat.celery_periodictask WHERE enabled") == []
+    assert "unchanged 3" in pg_env.cli(*args).stdout
+
+
+@pytest.fixture
+def redbeat_source(redis_url: str, peer_python: Path) -> str:
+    prefix = "source-redbeat:"
+    peer(peer_python, "redbeat_source.py", SOURCE_REDIS_URL=redis_url, SOURCE_PREFIX=prefix)
+    return prefix
+
+
+def test_redbeat_moves_in_and_fires(pg_env: Env, redbeat_source: str, peer_python: Path) -> None:
+    assert pg_env.broker_url is not None
+    url = pg_env.broker_url
+    args = ("import", "--from", "redbeat", url, "--prefix", redbeat_source)
+    dry = pg_env.cli(*args, "--dry-run", check=False)
+    assert "rrule" in dry.stderr and "refused rrule-weekly" in dry.stderr
+    assert "<- differs" not in dry.stdout
+    done = pg_env.cli(*args, "--disable-source", check=False)
+    assert done.stdout.strip().splitlines()[-1] == (
+        "imported 4 (created 4, updated 0), unchanged 0, refused 1, approximated 0; "
+        "disabled in the source 3"
+    )
+    found = bridge_rows(pg_env)
+    assert found["nightly"].timer == "celery 0 3 1-7 * mon"
+    assert json.loads(found["nightly"].options) == {
+        "queue": "reports",
+        "priority": 3,
+        "expires": 120,
+    }
+    assert found["config-heartbeat"].source == "config"
+    assert not found["paused"].enabled
+    assert found["every-3s"].last_run_at is not None
+    source = json.loads(
+        peer(
+            peer_python,
+            "redbeat_source.py",
+            "show",
+            SOURCE_REDIS_URL=url,
+            SOURCE_PREFIX=redbeat_source,
+        )
+    )
+    assert {name for name, row in source.items() if row["enabled"]} == {"rrule-weekly"}
+    again = pg_env.cli(*args, check=False)
+    assert "imported 0 (created 0, updated 0), unchanged 4, refused 1" in again.stdout
+
+    pg_env.start("worker")
+    pg_env.start("beat")
+    wait_for(
+        lambda: rows(
+            pg_env.database_url,
+            "SELECT r.id FROM task_execution r JOIN periodic_task p ON p.id = r.periodic_task_id"
+            " WHERE p.name = 'every-3s' AND r.status = 'SUCCESS'",
+        ),
+        60,
+        what="a run of every-3s",
+    )

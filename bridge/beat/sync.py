@@ -22,10 +22,10 @@ from typing import Any
 
 from celery import Celery
 
+from bridge.celery_schedules import crontab_text, timer_text
 from bridge.clock import utcnow
 from bridge.errors import ValidationError
 from bridge.rules.definition import Definition, build_definition, require_occurrence
-from bridge.schedules import crontab_text, timer_text
 from bridge.storage.database import Database
 from bridge.storage.sync import ConfigSync
 

@@ -6,7 +6,7 @@ Each source entry becomes a *candidate*: the bridge definition it converts to
 (the last run, the run count, one-offs already done, the description), and
 the Celery schedule object the source would fire it by. The next ten fire
 times are computed both ways, by that object's own ``remaining_estimate``
-(:func:`bridge.schedules.fire_times`) and by the bridge's timer from the
+(:func:`bridge.celery_schedules.fire_times`) and by the bridge's timer from the
 cursor the import gives the row; an entry whose times differ, or whose
 definition the bridge cannot hold exactly, is refused with the reason,
 unless ``approximate`` is given, and then imported and named in the report.
@@ -33,6 +33,14 @@ from zoneinfo import ZoneInfo
 from celery import Celery
 from celery.schedules import crontab, schedule, solar
 
+from bridge.celery_schedules import (
+    celery_cron_text,
+    crontab_text,
+    fire_times,
+    interval_text,
+    solar_text,
+    zoned,
+)
 from bridge.clock import utcnow
 from bridge.errors import BridgeError, ValidationError
 from bridge.manage.api import Bridge
@@ -42,14 +50,6 @@ from bridge.rules.definition import Definition, build_definition, check_labels, 
 from bridge.rules.edits import FRESH_STATE, retimes
 from bridge.rules.kinds import Source
 from bridge.rules.timers import Timer, TimerSyntaxError, parse_timer, upcoming
-from bridge.schedules import (
-    celery_cron_text,
-    crontab_text,
-    fire_times,
-    interval_text,
-    solar_text,
-    zoned,
-)
 from bridge.storage.bulk import Changes, RowValues, ScheduleImport
 from bridge.storage.sources import LAYOUTS, SourceTables
 

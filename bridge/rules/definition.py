@@ -39,7 +39,7 @@ def check_keywords(kwargs: dict[Any, Any]) -> dict[str, Any]:
 #: ``/schedules/<name>/<word>``, so ``report/runs`` would be the runs of ``report``.
 RESERVED_SEGMENTS = frozenset(
     {"next", "runs", "stats", "audit", "pause", "resume", "run", "backfill", "silence"}
-    | {"edit", "delete", "new"}
+    | {"edit", "delete"}
 )
 
 

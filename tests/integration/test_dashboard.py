@@ -241,7 +241,7 @@ def test_pause_resume_run_and_cancel_from_the_page(site: Site) -> None:
 
 def test_a_bad_cron_is_shown_beside_its_field_and_nothing_is_written(site: Site) -> None:
     page = site.page()
-    page.goto(site.url + "/schedules/new")
+    page.goto(site.url + "/new")
     page.get_by_label("name", exact=True).fill("typo")
     page.get_by_label("task", exact=True).fill("workers.app.quick")
     page.get_by_label("timer", exact=True).fill("*/5 * * *")

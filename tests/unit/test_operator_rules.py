@@ -228,7 +228,7 @@ def test_settings_never_repeat_a_token() -> None:
     assert timedelta(seconds=Settings().default_grace) == timedelta(minutes=1)
 
 
-@pytest.mark.parametrize("name", ["runs", "team/report/runs", "a/pause", "new", "x/silence"])
+@pytest.mark.parametrize("name", ["runs", "team/report/runs", "a/pause", "edit", "x/silence"])
 def test_a_name_ending_in_a_word_of_the_paths_is_refused(name: str) -> None:
     from bridge.rules.definition import check_name
 

@@ -355,13 +355,13 @@ def schedules(request: Request) -> HTMLResponse:
     return render(request, name, viewer, 422 if refusal else 200, **context)
 
 
-@router.get("/schedules/new", response_class=HTMLResponse)
+@router.get("/new", response_class=HTMLResponse)
 def new_schedule(request: Request) -> HTMLResponse:
     _, viewer = _reader(request)
     return render(request, "form.html", viewer, **_form_context(None, {}, None))
 
 
-@router.post("/schedules/new", response_model=None)
+@router.post("/new", response_model=None)
 async def create_schedule(request: Request) -> Response:
     bridge, form, viewer = await _changing(request)
     fields = _form_fields(form, creating=True)

@@ -69,7 +69,7 @@ def test_a_beat_that_lost_its_lease_revokes_disables_and_records_nothing(
             )
         )
     revoked: list[list[str]] = []
-    monkeypatch.setattr(broker, "revoke", lambda app, ids, **_: revoked.append(list(ids)))
+    monkeypatch.setattr(broker, "revoke", lambda app, ids, *_, **__: revoked.append(list(ids)))
     app = Celery("lease-test", broker="memory://")
     store = BeatStore(api.database)
 

@@ -50,6 +50,10 @@ PRUNE_BUDGET = 1.0
 CLOSED_KEPT = timedelta(days=30)
 #: Incidents the watchdog keeps open until their trouble is over, not judged by health.
 EVENTS = frozenset({"missed", "no_beat"})
+#: Incidents that stay open until their opening is alerted, however soon their trouble
+#: ends: a missed occurrence is over as it is counted, and an overrun the watchdog
+#: revokes or terminates is over by the next pass, yet both need telling.
+ALERTED_BEFORE_CLOSING = frozenset({"missed", "overrun"})
 #: The states each kind of incident lasts through: a failing schedule that breaks is
 #: still failing (no recovery is sent for it as it breaks).
 LASTS_THROUGH = {
@@ -119,8 +123,11 @@ class Watchdog:
             incident.id
             for incident in open_now
             if not self._lasts(incident.kind, incident.periodic_task_id, troubled, states)
-            # An event (a missed occurrence) is alerted before it closes.
-            and (incident.kind not in EVENTS or incident.alerted_at or not self.settings.alert_task)
+            and (
+                incident.kind not in ALERTED_BEFORE_CLOSING
+                or incident.alerted_at
+                or not self.settings.alert_task
+            )
         ]
         self.incidents.close(over, now)
         known = {(i.kind, i.periodic_task_id) for i in open_now if i.id not in over}

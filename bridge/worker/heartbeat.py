@@ -28,6 +28,7 @@ from celery import Celery
 from bridge import alerting
 from bridge.clock import utcnow
 from bridge.config import Settings
+from bridge.rules.words import short_duration
 from bridge.storage.database import DatabaseError, error_reason
 from bridge.storage.health import HealthStore
 from bridge.storage.incidents import IncidentStore, Opening
@@ -114,8 +115,7 @@ class BeatWatch:
         silence = now - silent_since
         if silence <= timedelta(seconds=self.settings.no_beat_alert):
             return
-        minutes = int(silence.total_seconds() // 60)
-        message = f"no beat instance has ticked for {minutes}m: no schedule fires"
+        message = f"no beat instance has ticked for {short_duration(silence)}: no schedule fires"
         self.incidents.open([Opening("no_beat", None, None, silent_since, message)], now)
         if self.settings.alert_task:
             repeat = timedelta(seconds=self.settings.alert_repeat)

@@ -255,7 +255,9 @@ def runs_on(venv: Venv, folder: Path, database_url: str, broker_url: str) -> Pro
             return [r for r in project.history("hello") if r["status"] == "SUCCESS"]
 
         done = wait_for(lambda: len(succeeded()) >= 2 and succeeded(), 90, what="two runs")
-        assert all(r["result"] == "3" and r["trigger"] == "scheduled" for r in done), done
+        # An occurrence that passed while the worker started fires as a catch-up.
+        assert all(r["result"] == "3" for r in done), done
+        assert {r["trigger"] for r in done} <= {"scheduled", "catchup"}, done
         run_id = project.celery("bridge", "run", "hello").stdout.split()[-1]
         wait_for(lambda: any(r["id"] == run_id for r in succeeded()), 60, what="the manual run")
         logs = worker.log + beat.log

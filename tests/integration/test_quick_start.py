@@ -69,7 +69,12 @@ def test_make_demo_shows_runs_and_its_hint_reaches_the_demo(tmp_path: Path) -> N
         wait_for(succeeded, 240, interval=1, what="a successful run in the demo's report")
     finally:
         os.killpg(demo.pid, signal.SIGINT)  # Ctrl-C in the terminal
-        demo.wait(120)
+        try:
+            demo.wait(120)
+        except subprocess.TimeoutExpired:
+            os.killpg(demo.pid, signal.SIGKILL)
+            logs = {log.name: log.read_text()[-3000:] for log in (clone / ".demo").glob("*.log")}
+            pytest.fail(f"make demo outlived Ctrl-C by 120 s:\n{''.join(output)}\n{logs}")
         reader.join(10)
     printed = "".join(output)
     assert "worker and beat started; their logs are in .demo/." in printed

@@ -133,6 +133,8 @@ def test_each_incident_is_alerted_once_and_recovers_once(
     webhook.wait("overrun-one", "overrun", ["opened", "recovered"], 60)
     webhook.wait("failing-one", "failing", ["opened", "recovered"], 60)
     webhook.wait("failing-one", "broken", ["opened", "recovered"], 60)
+    # The terminated run's overrun is told, though it ended at once.
+    webhook.wait("terminated-one", "overrun", ["opened", "recovered"], 60)
 
     opened = next(
         a for a in webhook.received if a["schedule"] == "late-one" and a["event"] == "opened"

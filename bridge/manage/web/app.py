@@ -73,6 +73,7 @@ def create_app(celery_app: Celery | None = None, *, bridge: Bridge | None = None
         redoc_url=None,
     )
     app.state.bridge = bridge
+    app.state.overview = dashboard.overview_reading(bridge)
     app.include_router(router)
     app.include_router(dashboard.router)
     app.mount("/static", StaticFiles(directory=dashboard.HERE / "static"), "static")

@@ -38,8 +38,9 @@ from bridge.errors import (
     SendFailed,
     ValidationError,
 )
-from bridge.manage.api import Bridge, Run, Schedule
+from bridge.manage.api import Bridge, Run, Schedule, Status
 from bridge.manage.fields import DEFINITION_HELP, POLICY_HELP
+from bridge.manage.web.reading import SharedReading
 from bridge.manage.web.security import Access, access_of, actor, tokens_configured
 from bridge.rules.health import Health
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
@@ -300,12 +301,21 @@ async def logout(request: Request) -> Response:
 # -- overview and lists --------------------------------------------------------------------
 
 
+def overview_reading(bridge: Bridge) -> SharedReading[tuple[dict[str, int], Status]]:
+    """The overview's counts by health and its heartbeats, read once for everyone who
+    looks within a couple of seconds: the counts take a scan of every schedule."""
+
+    def read() -> tuple[dict[str, int], Status]:
+        now = utcnow()
+        return bridge.health_counts(now), bridge.status(now)
+
+    return SharedReading(read)
+
+
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request) -> HTMLResponse:
     bridge, viewer = _reader(request)
-    now = utcnow()
-    counts = bridge.health_counts(now)
-    status = bridge.status(now)
+    counts, status = request.app.state.overview.get()
     attention = bridge.incidents(open_only=True, limit=20).items
     return render(
         request,

@@ -14,8 +14,6 @@ got series of their own.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
@@ -26,13 +24,11 @@ from prometheus_client.registry import Collector
 
 from bridge.clock import utcnow
 from bridge.manage.api import Bridge
+from bridge.manage.web.reading import SharedReading
 from bridge.rules.health import HELD_BY_WORKER
 from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.health import RunsSeen
 from bridge.storage.overview import ENDED_COLUMNS
-
-#: How long one reading of the database serves the scrapes that follow it, in seconds.
-FRESH_FOR = 2.0
 
 
 def registry_for(bridge: Bridge) -> CollectorRegistry:
@@ -47,22 +43,16 @@ def _seconds(moment: datetime | None) -> float | None:
 
 
 class ScheduleCollector(Collector):
-    """Reads the overview and turns it into metric families, at most every
-    :data:`FRESH_FOR` seconds: scrapes that come together (several Prometheus servers,
-    a dashboard) share one reading instead of each scanning the table."""
+    """Reads the overview and turns it into metric families, as a :class:`SharedReading`:
+    scrapes that come together (several Prometheus servers) share one reading instead
+    of each scanning the table."""
 
     def __init__(self, bridge: Bridge) -> None:
         self.bridge = bridge
-        self._lock = threading.Lock()
-        self._read_at = -FRESH_FOR
-        self._families: list[Any] = []
+        self._families = SharedReading(lambda: list(self._read()))
 
     def collect(self) -> Iterator[Any]:
-        with self._lock:
-            if time.monotonic() - self._read_at >= FRESH_FOR:
-                self._families = list(self._read())
-                self._read_at = time.monotonic()
-            return iter(self._families)
+        return iter(self._families.get())
 
     def _read(self) -> Iterator[Any]:
         now = utcnow()

@@ -30,6 +30,7 @@ from bridge.manage.api import (
 from bridge.manage.bulk import export_schedules, import_schedules
 from bridge.manage.fields import DEFINITION_HELP, POLICY_HELP
 from bridge.manage.importers import REDBEAT_PREFIX, SOURCES, Candidate, import_from
+from bridge.manage.views import upcoming_json
 from bridge.rules.decisions import Upcoming
 from bridge.rules.definition import check_timezone
 from bridge.rules.health import Health
@@ -717,23 +718,12 @@ def next_runs(ctx: click.Context, name: str, count: int, as_json: bool) -> None:
     """
     outlook = _bridge(ctx).forecast(name, count)
     if as_json:
-        echo_json({"runs": [_upcoming_json(run) for run in outlook.runs], "end": outlook.end})
+        echo_json({"runs": [upcoming_json(run) for run in outlook.runs], "end": outlook.end})
         return
     for run in outlook.runs:
         click.echo("  ".join(filter(None, [local(run.fire_at), _upcoming_text(run)])))
     if outlook.end is not None:
         click.echo(f"no more: {outlook.end}" if outlook.runs else outlook.end)
-
-
-def _upcoming_json(run: Upcoming) -> dict[str, Any]:
-    return {
-        "fire_at": run.fire_at.isoformat(),
-        "occurrence": run.occurrence.isoformat(),
-        "latest": run.latest.isoformat(),
-        "trigger": run.trigger.value,
-        "attempt": run.attempt,
-        "after_previous": run.after_previous,
-    }
 
 
 def _upcoming_text(run: Upcoming) -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Generic, Self, TypeVar
 
+from bridge.rules.decisions import Upcoming
 from bridge.rules.health import Health, State
 from bridge.rules.timers import parse_timer
 from bridge.rules.values import json_or_text
@@ -24,6 +25,18 @@ def _iso(value: Any) -> Any:
     if isinstance(value, tuple):
         return list(value)
     return value.astimezone(UTC).isoformat() if isinstance(value, datetime) else value
+
+
+def upcoming_json(run: Upcoming) -> dict[str, Any]:
+    """One run of a forecast (``bridge next``, ``GET .../next``) as JSON."""
+    return {
+        "fire_at": run.fire_at.isoformat(),
+        "occurrence": run.occurrence.isoformat(),
+        "latest": run.latest.isoformat(),
+        "trigger": run.trigger.value,
+        "attempt": run.attempt,
+        "after_previous": run.after_previous,
+    }
 
 
 class _View:

@@ -18,6 +18,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from bridge.errors import ValidationError
 from bridge.manage.api import Bridge
+from bridge.manage.views import upcoming_json
 from bridge.manage.web import schemas
 from bridge.manage.web.security import ACTOR_HEADER, Access, access_of, actor
 
@@ -140,17 +141,7 @@ def next_runs(
     outlook = bridge.forecast(name, count)  # type: ignore[arg-type]
     return answer(
         {
-            "runs": [
-                {
-                    "fire_at": run.fire_at.isoformat(),
-                    "occurrence": run.occurrence.isoformat(),
-                    "latest": run.latest.isoformat(),
-                    "trigger": run.trigger.value,
-                    "attempt": run.attempt,
-                    "after_previous": run.after_previous,
-                }
-                for run in outlook.runs
-            ],
+            "runs": [upcoming_json(run) for run in outlook.runs],
             "end": outlook.end,
         }
     )

@@ -46,6 +46,7 @@ from bridge.storage.housekeeping import Housekeeping
 
 if TYPE_CHECKING:
     from bridge.storage.listener import ChangeListener
+    from bridge.storage.presence import InstanceLock
 
 logger = logging.getLogger("bridge.scheduler")
 
@@ -116,6 +117,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self._closed = False
         #: Wakes beat when a schedule changes (PostgreSQL); None: Celery's loop sleeps.
         self._changes: ChangeListener | None = None
+        #: Tells the other instances this one is alive (PostgreSQL); None: the lease does.
+        self._presence: InstanceLock | None = None
         super().__init__(*args, **kwargs)
 
     # -- beat contract -----------------------------------------------------
@@ -131,8 +134,10 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self.metrics = self.fires.metrics = beat_metrics(self.settings)
         if driver == "psycopg":
             from bridge.storage.listener import ChangeListener
+            from bridge.storage.presence import InstanceLock
 
             self._changes = ChangeListener(self.database)
+            self._presence = InstanceLock(self.database, self.instance)
         if not self._config_synced:
             self._busy = True
             try:
@@ -177,6 +182,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
                 logger.warning("bridge: could not clear marks on exit (%s); they expire", exc)
             if self._changes is not None:
                 self._changes.close()
+            if self._presence is not None:
+                self._presence.close()
             self.watchdog.stop()
             self.fires.outbox.drop()
         super().close()
@@ -191,6 +198,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if not self._config_synced:
             self._sync_config()
         started = time.perf_counter()
+        if self._presence is not None:
+            # Before the claim: a mark made without the lock would be taken over at once.
+            self._presence.hold()
         claimed = self.store.claim_due(
             self.instance,
             utcnow(),
@@ -210,7 +220,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             return DEFECT_BACKOFF
         if len(claimed) >= self.settings.batch_size:
             return 0.0
-        return wait_seconds(self.store.next_due(), utcnow(), self.settings.poll_interval)
+        now = utcnow()
+        due = self.store.next_due(now, timedelta(seconds=self.settings.lease_seconds))
+        return wait_seconds(due, now, self.settings.poll_interval)
 
     # -- signals, config ---------------------------------------------------
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, delete, func, or_, select, update
+from sqlalchemy import ColumnElement, Select, delete, func, select, update
 from sqlalchemy.orm import Session
 
 from bridge.rules.decisions import OpenRun, Plan
@@ -22,6 +22,7 @@ from bridge.storage import runs
 from bridge.storage.database import Database
 from bridge.storage.lifecycle import apply_plan
 from bridge.storage.models import PeriodicTask, TaskExecution
+from bridge.storage.presence import claimable
 from bridge.storage.runs import Sent
 from bridge.storage.sql import among
 
@@ -83,35 +84,32 @@ class BeatStore:
     ) -> list[PeriodicTask]:
         """Mark up to ``limit`` due rows for ``instance``, oldest ``nextrun`` first.
 
-        A row is claimable when it is unmarked, its mark has expired, or the
+        A row is claimable when it is unmarked, its mark has expired, the
+        instance that marked it is dead (:mod:`bridge.storage.presence`), or the
         mark is this instance's own (left by a tick that failed half-way). On
         PostgreSQL the candidate rows are locked with ``SKIP LOCKED`` so that
         concurrent instances claim disjoint batches without waiting; SQLite
         serialises writers, which makes the same statement a compare-and-set.
         """
-        candidates = (
-            select(PeriodicTask.id)
-            .where(
-                PeriodicTask.enabled,
-                PeriodicTask.nextrun <= now,
-                or_(
-                    PeriodicTask.worker.is_(None),
-                    PeriodicTask.worker == instance,
-                    PeriodicTask.marked < now - lease,
-                ),
-            )
-            .order_by(PeriodicTask.nextrun)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-        statement = (
-            update(PeriodicTask)
-            .where(PeriodicTask.id.in_(candidates.scalar_subquery()))
-            .values(worker=instance, marked=now)
-            .returning(PeriodicTask)
-            .execution_options(synchronize_session=False)
-        )
         with self.database.session() as session:
+            candidates = (
+                select(PeriodicTask.id)
+                .where(
+                    PeriodicTask.enabled,
+                    PeriodicTask.nextrun <= now,
+                    claimable(session, instance, now - lease),
+                )
+                .order_by(PeriodicTask.nextrun)
+                .limit(limit)
+                .with_for_update(skip_locked=True)
+            )
+            statement = (
+                update(PeriodicTask)
+                .where(PeriodicTask.id.in_(candidates.scalar_subquery()))
+                .values(worker=instance, marked=now)
+                .returning(PeriodicTask)
+                .execution_options(synchronize_session=False)
+            )
             rows = list(session.scalars(statement))
         return sorted(rows, key=lambda row: (row.nextrun or now, row.id))
 
@@ -291,16 +289,17 @@ class BeatStore:
                 )
             )
 
-    def next_due(self) -> datetime | None:
-        """The earliest ``nextrun`` of the enabled schedules no instance holds.
+    def next_due(self, now: datetime, lease: timedelta) -> datetime | None:
+        """The earliest ``nextrun`` of the enabled schedules no live instance holds.
 
-        Rows another instance holds are left out: it unmarks them when done,
-        and a mark that expires is noticed at the next poll.
+        Rows a live instance holds are left out: it unmarks them when done. A
+        holder that dies is noticed at the next look, a poll interval later at
+        most, and so is a mark that expires.
         """
         with self.database.session() as session:
             return session.scalar(
                 select(func.min(PeriodicTask.nextrun)).where(
-                    PeriodicTask.enabled, PeriodicTask.worker.is_(None)
+                    PeriodicTask.enabled, claimable(session, None, now - lease)
                 )
             )
 

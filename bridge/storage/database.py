@@ -8,6 +8,7 @@ whenever the process id changes.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sqlite3
 import threading
@@ -15,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect
 from sqlalchemy.engine import make_url
@@ -30,6 +31,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from bridge.errors import BridgeError, ValidationError
 from bridge.extras import MissingExtra, scheme_of
+
+if TYPE_CHECKING:
+    import psycopg
+
+logger = logging.getLogger("bridge.database")
 
 #: Any number works; it only has to be the same in every process that migrates.
 _MIGRATE_LOCK_KEY = 0x62726964  # "brid"
@@ -223,6 +229,19 @@ class Database:
             yield session
             tally.write(session)
 
+    def own_connection(self) -> psycopg.Connection[tuple[object, ...]]:
+        """A PostgreSQL connection kept out of the pool, in autocommit, for a session that
+        must last as long as beat does (a ``LISTEN``, a session lock); close it with
+        :func:`close_quietly`."""
+        import psycopg
+
+        pooled = self.engine.raw_connection()
+        connection = pooled.driver_connection
+        pooled.detach()  # never returned to the pool, where another caller would reuse it
+        assert isinstance(connection, psycopg.Connection)
+        connection.autocommit = True
+        return connection
+
     def dispose(self) -> None:
         with self._lock:
             if self._engine is not None:
@@ -284,3 +303,14 @@ def database_for(url: str) -> Database:
         if url not in _databases:
             _databases[url] = Database(url)
         return _databases[url]
+
+
+def close_quietly(connection: psycopg.Connection[tuple[object, ...]], what: str) -> None:
+    """Close a connection of :meth:`Database.own_connection`; a failure is only logged: the
+    server ends the session either way."""
+    import psycopg
+
+    try:
+        connection.close()
+    except psycopg.Error:
+        logger.debug("bridge: closing %s failed", what, exc_info=True)

@@ -15,7 +15,7 @@ import time
 import psycopg
 from sqlalchemy.exc import DBAPIError
 
-from bridge.storage.database import Database
+from bridge.storage.database import Database, close_quietly
 
 logger = logging.getLogger("bridge.changes")
 
@@ -57,18 +57,11 @@ class ChangeListener:
     def close(self) -> None:
         if self._connection is not None:
             connection, self._connection = self._connection, None
-            try:
-                connection.close()
-            except psycopg.Error:
-                logger.debug("bridge: closing the change listener failed", exc_info=True)
+            close_quietly(connection, "the change listener")
 
     def _connected(self) -> psycopg.Connection[tuple[object, ...]]:
         if self._connection is None or self._connection.closed:
-            pooled = self.database.engine.raw_connection()
-            connection = pooled.driver_connection
-            pooled.detach()  # never returned to the pool: it stays in LISTEN
-            assert isinstance(connection, psycopg.Connection)
-            connection.autocommit = True
+            connection = self.database.own_connection()
             connection.execute(f"LISTEN {CHANNEL}")
             self._connection = connection
         return self._connection

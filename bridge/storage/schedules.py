@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Select, delete, func, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, delete, func, select, tuple_, update
 from sqlalchemy.orm import Session, selectinload
 
 from bridge.errors import DuplicateSchedule, ScheduleNotFound
@@ -32,6 +32,7 @@ from bridge.storage.models import (
     TaskExecution,
     WorkerInstance,
 )
+from bridge.storage.presence import claimable
 from bridge.storage.runs import Sent
 from bridge.storage.sql import before
 
@@ -239,7 +240,7 @@ class ScheduleStore:
             unclaimed = session.scalar(
                 select(func.count())
                 .select_from(PeriodicTask)
-                .where(*due, or_(PeriodicTask.worker.is_(None), PeriodicTask.marked < lease_start))
+                .where(*due, claimable(session, None, lease_start))
             )
             oldest = session.scalar(select(func.min(PeriodicTask.nextrun)).where(*due))
             return Lateness(list(instances), workers, unclaimed or 0, oldest)

@@ -1,7 +1,10 @@
-"""The mark is a lease: held while renewed, taken over once it expires."""
+"""The mark is a lease: held while renewed, taken over once it expires, or at once on
+PostgreSQL when the instance that holds it has died (its instance lock is gone)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
@@ -13,14 +16,38 @@ from bridge.beat.fire import FireSequence
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.storage.beat import BeatStore
+from bridge.storage.database import Database
 from bridge.storage.housekeeping import Housekeeping
 from bridge.storage.models import PeriodicTask, TaskExecution
+from bridge.storage.presence import InstanceLock
+from tests.support import wait_for
 
 LEASE = timedelta(seconds=30)
 QUICK = "workers.app.quick"
 
 
+@contextmanager
+def alive(database: Database, *instances: str) -> Iterator[dict[str, InstanceLock]]:
+    """These instances hold their instance locks, as live beats do (none on SQLite)."""
+    if database.engine.dialect.name != "postgresql":
+        yield {}
+        return
+    locks = {instance: InstanceLock(database, instance) for instance in instances}
+    try:
+        for lock in locks.values():
+            assert lock.hold()
+        yield locks
+    finally:
+        for lock in locks.values():
+            lock.close()
+
+
 def test_a_renewed_lease_holds_and_an_expired_one_is_taken_over(api: Bridge) -> None:
+    with alive(api.database, "beat-1", "beat-2"):
+        renewed_and_expired(api)
+
+
+def renewed_and_expired(api: Bridge) -> None:
     for name in ("a", "b"):
         api.add(name, task="workers.app.quick", timer="every 1h")
     store = BeatStore(api.database)
@@ -77,8 +104,9 @@ def test_a_beat_that_lost_its_lease_revokes_disables_and_records_nothing(
         fires = FireSequence(app, Settings(), store, Housekeeping(api.database), instance)
         return fires.fire(claimed, lambda: False)
 
-    mine = store.claim_due("beat-1", now, LEASE, 10)
-    theirs = store.claim_due("beat-2", now + LEASE + timedelta(seconds=1), LEASE, 10)
+    with alive(api.database, "beat-1", "beat-2"):
+        mine = store.claim_due("beat-1", now, LEASE, 10)
+        theirs = store.claim_due("beat-2", now + LEASE + timedelta(seconds=1), LEASE, 10)
     assert {row.name for row in mine} == {row.name for row in theirs} == {"replacing", "bad"}
 
     assert fire("beat-1", mine) == 0
@@ -102,3 +130,27 @@ def test_a_beat_that_lost_its_lease_revokes_disables_and_records_nothing(
         bad = session.scalars(select(PeriodicTask).where(PeriodicTask.name == "bad")).one()
         assert not bad.enabled and bad.note is not None
         assert bad.note.startswith("disabled by beat: bad row: timer: got 'every fortnight'")
+
+
+def test_the_marks_of_a_dead_instance_are_taken_over_at_once_on_postgres(api: Bridge) -> None:
+    """Its lock gone with its session, a beat's rows are claimable before the lease runs out;
+    a live beat's are not. SQLite knows no such locks: there the lease is all."""
+    api.add("held", task=QUICK, timer="every 1h")
+    store = BeatStore(api.database)
+    due = utcnow() + timedelta(hours=2)
+    postgres = api.database.engine.dialect.name == "postgresql"
+    with alive(api.database, "beat-1", "beat-2") as locks:
+        [mine] = store.claim_due("beat-1", due, LEASE, 10)
+        assert store.claim_due("beat-2", due + timedelta(seconds=1), LEASE, 10) == []
+        assert store.next_due(due + timedelta(seconds=1), LEASE) is None
+        if postgres:
+            locks["beat-1"].close()  # the session ends, as when the process is killed
+        later = due + timedelta(seconds=1)
+        if postgres:
+            # The server ends the session a moment after the client closes it.
+            taken = wait_for(lambda: store.claim_due("beat-2", later, LEASE, 10), 10)
+            assert [row.name for row in taken] == ["held"]
+            assert store.reread([mine.id], "beat-1", due) == {}
+        else:
+            assert store.claim_due("beat-2", later, LEASE, 10) == []
+            assert store.next_due(later, LEASE) is None

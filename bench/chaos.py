@@ -93,6 +93,7 @@ class Options:
     seed: int | None
     keep: bool
     kill: bool
+    aim: bool
 
 
 def parse_options(argv: Sequence[str] | None) -> Options:
@@ -133,6 +134,12 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         action="store_false",
         help="kill nothing: a baseline of what the machine keeps up with",
     )
+    parser.add_argument(
+        "--aim",
+        action="store_true",
+        help="kill in the first 100 ms after a whole second, while the beats fire the"
+        " occurrence due then, so that most kills leave rows held (failover samples)",
+    )
     args = parser.parse_args(argv)
     for name in ("duration", "schedules", "beats", "workers", "concurrency"):
         if getattr(args, name) < 1:
@@ -157,6 +164,7 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         seed=args.seed,
         keep=args.keep,
         kill=args.kill,
+        aim=args.aim,
     )
 
 
@@ -299,6 +307,8 @@ class Chaos:
     journal: Path
     lease: float
     enabled: bool = True
+    #: Kill just after a whole second, when the beats are firing (``--aim``).
+    aim: bool = False
     kills: list[Kill] = field(default_factory=list)
     unexpected: list[str] = field(default_factory=list)
     #: When the bench last found the database unreachable, and how long each outage lasted.
@@ -307,13 +317,20 @@ class Chaos:
     next_progress: float = field(default_factory=lambda: time.monotonic() + PROGRESS_SECONDS)
 
     def run_until(self, deadline: datetime) -> None:
-        next_kill = time.monotonic() + self.rng.uniform(1.0, 5.0)
+        next_kill = self.next_kill()
         while datetime.now(UTC) < deadline:
-            if self.enabled and time.monotonic() >= next_kill:
+            if self.enabled and time.time() >= next_kill:
                 self.kill_one()
-                next_kill = time.monotonic() + self.rng.uniform(1.0, 5.0)
+                next_kill = self.next_kill()
             self.watch()
-            time.sleep(POLL_SECONDS)
+            time.sleep(min(POLL_SECONDS, max(0.0, next_kill - time.time())))
+
+    def next_kill(self) -> float:
+        """When to kill next (``time.time()``): in 1 to 5 s, aimed at a fire if asked."""
+        at = time.time() + self.rng.uniform(1.0, 5.0)
+        if self.aim:
+            at = math.ceil(at) + self.rng.uniform(0.0, 0.1)
+        return at
 
     def kill_one(self) -> None:
         beat = self.rng.choice(self.fleet.beats)
@@ -577,7 +594,10 @@ def run(options: Options) -> int:
             raise SetupError(f"preparing {safe_url(url)}: {first_line(exc)}") from exc
         finally:
             database.dispose()
-        env = process_env(url, options.redis_url, queue, lease_seconds=f"{options.lease:g}")
+        # Every run is kept (history_keep_runs 0): the verdict counts them all.
+        env = process_env(
+            url, options.redis_url, queue, lease_seconds=f"{options.lease:g}", history_keep_runs="0"
+        )
         print(
             f"chaos run: {options.schedules} schedules every 1s for {options.duration}s,"
             f" {options.beats} beats, {options.workers} workers"
@@ -588,7 +608,13 @@ def run(options: Options) -> int:
         print(f"database {safe_url(url)}, broker {options.redis_url} queue {queue}", flush=True)
         fleet = Fleet(options, workdir, env)
         chaos = Chaos(
-            fleet, engine, random.Random(seed), workdir / "chaos.log", options.lease, options.kill
+            fleet,
+            engine,
+            random.Random(seed),
+            workdir / "chaos.log",
+            options.lease,
+            options.kill,
+            options.aim,
         )
         busy_before = machine_busy()
         wall_before = time.monotonic()

@@ -52,6 +52,9 @@ logger = logging.getLogger("bridge.scheduler")
 
 #: The wait after a tick in which firing a row hit a defect.
 DEFECT_BACKOFF = 2.0
+#: The rows the first tick of a burst claims; each full tick doubles it up to the batch
+#: size. A first batch of 500 would hold its first message back for its whole record.
+FIRST_BATCH = 50
 
 
 @contextmanager
@@ -112,6 +115,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         )
         self.watchdog = Watchdog(app, self.settings, self.database)
         self._config_synced = not self.settings.sync_beat_schedule
+        #: The rows the next tick claims at most (see FIRST_BATCH).
+        self._batch = min(FIRST_BATCH, self.settings.batch_size)
         self._busy = False
         self._stopping = False
         self._closed = False
@@ -201,11 +206,15 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if self._presence is not None:
             # Before the claim: a mark made without the lock would be taken over at once.
             self._presence.hold()
+        limit = self._batch
         claimed = self.store.claim_due(
-            self.instance,
-            utcnow(),
-            timedelta(seconds=self.settings.lease_seconds),
-            self.settings.batch_size,
+            self.instance, utcnow(), timedelta(seconds=self.settings.lease_seconds), limit
+        )
+        full = len(claimed) >= limit
+        self._batch = (
+            min(limit * 2, self.settings.batch_size)
+            if full
+            else min(FIRST_BATCH, self.settings.batch_size)
         )
         fired = self.fires.fire(claimed, lambda: self._stopping) if claimed else 0
         took = time.perf_counter() - started
@@ -218,7 +227,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if self.fires.troubled:
             self.fires.troubled = False
             return DEFECT_BACKOFF
-        if len(claimed) >= self.settings.batch_size:
+        if full:
             return 0.0
         now = utcnow()
         due = self.store.next_due(now, timedelta(seconds=self.settings.lease_seconds))

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import bindparam, select, true, update
+from sqlalchemy import ColumnElement, bindparam, select, true, update
 from sqlalchemy.orm import Session
 
 from bridge.rules.decisions import OpenRun
@@ -134,13 +134,19 @@ def mark_sent(session: Session, runs: Sequence[Sent], now: datetime) -> None:
     A worker that already reported progress keeps its status. A schedule
     that already names the run as its last shows it sent too; it is found
     by its id (``last_run_id`` has no index).
+
+    The runs, then the schedules, are locked in id order first, the order
+    every writer of runs keeps: an update's own order follows the plan, and
+    a worker recording a batch of the same runs would otherwise deadlock
+    with it.
     """
     if not runs:
         return
     schedule_ids = sorted({run.schedule_id for run in runs})
-    run_ids = [run.run_id for run in runs]
-    values = {"status": RunStatus.SENT, "queued_at": now, "updated_at": now}
+    run_ids = sorted(run.run_id for run in runs)
     unsent = TaskExecution.status == RunStatus.PENDING
+    _lock_in_order(session, TaskExecution.id, run_ids, unsent)
+    values = {"status": RunStatus.SENT, "queued_at": now, "updated_at": now}
     if is_postgres(session):
         # One statement, its runs and expiries bound as two arrays (see sql.unnested).
         sent = unnested(
@@ -162,15 +168,25 @@ def mark_sent(session: Session, runs: Sequence[Sent], now: datetime) -> None:
             .values(**values, expires_at=bindparam("expires", type_=UTCDateTime())),
             [{"run_id": run.run_id, "expires": run.expires_at} for run in runs],
         )
+    named = (
+        among(session, PeriodicTask.last_run_id, run_ids),
+        PeriodicTask.last_status == RunStatus.PENDING,
+    )
+    _lock_in_order(session, PeriodicTask.id, schedule_ids, *named)
     session.execute(
         update(PeriodicTask)
-        .where(
-            among(session, PeriodicTask.id, schedule_ids),
-            among(session, PeriodicTask.last_run_id, run_ids),
-            PeriodicTask.last_status == RunStatus.PENDING,
-        )
+        .where(among(session, PeriodicTask.id, schedule_ids), *named)
         .values(last_status=RunStatus.SENT)
         .execution_options(synchronize_session=False)
+    )
+
+
+def _lock_in_order(
+    session: Session, key: Any, keys: Sequence[Any], *where: ColumnElement[bool]
+) -> None:
+    """Lock the rows with these ``keys`` (where ``where`` holds), in key order."""
+    session.execute(
+        select(key).where(among(session, key, keys), *where).order_by(key).with_for_update()
     )
 
 

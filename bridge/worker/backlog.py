@@ -32,12 +32,14 @@ from collections.abc import Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from bridge.rules.records import Answer
-from bridge.storage.database import UNREACHABLE, error_reason
+from bridge.storage.database import UNREACHABLE, DatabaseError, error_reason, is_conflict
 
 logger = logging.getLogger("bridge.recorder")
 
 #: The most writes one worker process holds.
 LIMIT = 10_000
+#: Attempts at a batch the database rolls back over a conflict (a deadlock).
+CONFLICT_RETRIES = 5
 #: The most writes one transaction takes.
 BATCH = 500
 #: How long the writer lets writes gather before it writes them, unless one is waited
@@ -219,7 +221,7 @@ class Backlog(Generic[W]):
     def _write(self, batch: list[W]) -> None:
         """Write ``batch``; if the database refuses one of its writes, the others alone."""
         try:
-            self._apply(batch)
+            self._apply_resolving_conflicts(batch)
         except UNREACHABLE:
             raise
         except Exception:
@@ -233,6 +235,24 @@ class Backlog(Generic[W]):
             # the database refuses for its content will not get better.
             logger.exception("bridge: recording %s failed", batch[0].what)
             self._answer(batch, None)
+
+    def _apply_resolving_conflicts(self, batch: list[W]) -> None:
+        """Write ``batch``, again at once when the database rolled it back over a conflict.
+
+        A deadlock or serialization failure says nothing of the database's
+        health: treated as an outage, it would answer "no answer" to a
+        delivery asking whether its run is new, which then runs its body
+        unchecked.
+        """
+        for attempt in range(CONFLICT_RETRIES):
+            try:
+                self._apply(batch)
+                return
+            except DatabaseError as exc:
+                if not is_conflict(exc) or attempt == CONFLICT_RETRIES - 1:
+                    raise
+                logger.debug("bridge: recording %s: %s; again", batch[0].what, error_reason(exc))
+                time.sleep(0.01 * 2**attempt)
 
     def _refused(self, exc: BaseException, failures: int) -> None:
         """Put the writes the database did not take back at the head of the queue, and wait."""

@@ -46,10 +46,9 @@ from bridge.errors import BridgeError
 from bridge.rules.decisions import OpenRun, Send, split_stale
 from bridge.rules.fire import Fire, RowRefused, ScheduleRow, prepare
 from bridge.rules.kinds import RunStatus
-from bridge.storage.beat import Advance, BeatStore, Recorded, Replaced, Sent
+from bridge.storage.beat import Advance, BeatStore, Recorded, Replaced, Row, Sent
 from bridge.storage.database import DatabaseError
 from bridge.storage.housekeeping import Housekeeping, LostRun
-from bridge.storage.models import PeriodicTask
 
 logger = logging.getLogger("bridge.scheduler")
 
@@ -122,11 +121,11 @@ class Outbox:
 class _Batch:
     """The rows claimed by one tick, by id, and the mark they carry."""
 
-    rows: dict[int, PeriodicTask]
+    rows: dict[int, Row]
     marked: datetime
 
     @classmethod
-    def of(cls, rows: Sequence[PeriodicTask]) -> _Batch:
+    def of(cls, rows: Sequence[Row]) -> _Batch:
         assert rows and rows[0].marked is not None
         return cls({row.id: row for row in rows}, rows[0].marked)
 
@@ -169,7 +168,7 @@ class FireSequence:
         #: A defect hit a row: the tick is followed by a pause.
         self.troubled = False
 
-    def fire(self, claimed: Sequence[PeriodicTask], stopping: Callable[[], bool]) -> int:
+    def fire(self, claimed: Sequence[Row], stopping: Callable[[], bool]) -> int:
         """Run every phase for a batch of claimed rows; the number of runs published.
 
         ``stopping`` says SIGTERM came: a batch not yet recorded is let go at once.

@@ -113,10 +113,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self.fires = FireSequence(
             app, self.settings, self.store, self.housekeeper.store, self.instance
         )
-        self.watchdog = Watchdog(app, self.settings, self.database)
+        self.watchdog = Watchdog(app, self.settings, self.database, lambda: self._in_burst)
         self._config_synced = not self.settings.sync_beat_schedule
         #: The rows the next tick claims at most (see FIRST_BATCH).
         self._batch = min(FIRST_BATCH, self.settings.batch_size)
+        #: Whether the last tick claimed a full batch: a burst or a backlog is under way.
+        self._in_burst = False
         self._busy = False
         self._stopping = False
         self._closed = False
@@ -210,7 +212,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         claimed = self.store.claim_due(
             self.instance, utcnow(), timedelta(seconds=self.settings.lease_seconds), limit
         )
-        full = len(claimed) >= limit
+        full = self._in_burst = len(claimed) >= limit
         self._batch = (
             min(limit * 2, self.settings.batch_size)
             if full

@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from celery import Celery
@@ -64,9 +65,17 @@ LASTS_THROUGH = {
 class Watchdog:
     """The watchdog thread of one beat process; see the module docstring."""
 
-    def __init__(self, app: Celery, settings: Settings, database: Database) -> None:
+    def __init__(
+        self,
+        app: Celery,
+        settings: Settings,
+        database: Database,
+        firing: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.app = app
         self.settings = settings
+        #: Whether beat is working through a burst or a backlog: pruning waits meanwhile.
+        self.firing = firing
         self.incidents = IncidentStore(database)
         self.health = HealthStore(database)
         self.retention = Retention(database)
@@ -193,12 +202,17 @@ class Watchdog:
 
     def prune(self, now: datetime) -> None:
         """Prune slices of schedules for up to :data:`PRUNE_BUDGET` seconds, carrying on
-        next pass where this one stopped."""
+        next pass where this one stopped.
+
+        Not while beat fires full batches (a burst, a backlog): pruning would
+        take the process's CPU and the database's from the fire, and the
+        runs it deletes can wait a few seconds.
+        """
         limits = Limits(self.settings.history_keep_runs, self.settings.history_keep_days)
         if not (limits.keep_runs or limits.keep_days) and not self._prune_after:
             return
         deadline = time.monotonic() + PRUNE_BUDGET
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self.firing():
             done = self.retention.prune(self._prune_after, PRUNE_SLICE, limits, now)
             if done.runs:
                 logger.debug("bridge: pruned %d runs of %d schedules", done.runs, done.schedules)

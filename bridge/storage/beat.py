@@ -10,9 +10,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, delete, func, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Executable,
+    Select,
+    Table,
+    bindparam,
+    delete,
+    func,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from bridge.rules.decisions import OpenRun, Plan
@@ -20,13 +31,20 @@ from bridge.rules.fire import ScheduleRow
 from bridge.rules.kinds import RunStatus
 from bridge.storage import runs
 from bridge.storage.database import Database
-from bridge.storage.lifecycle import apply_plan
+from bridge.storage.lifecycle import PLAN_COLUMNS, apply_plan
 from bridge.storage.models import PeriodicTask, TaskExecution
 from bridge.storage.presence import claimable
 from bridge.storage.runs import Sent
 from bridge.storage.sql import among
 
-__all__ = ["Advance", "Advanced", "BeatStore", "Recorded", "Replaced", "Sent"]
+__all__ = ["Advance", "Advanced", "BeatStore", "Recorded", "Replaced", "Row", "Sent"]
+
+_TABLE: Table = PeriodicTask.__table__  # type: ignore[assignment]
+
+#: A ``periodic_task`` row as beat reads it: each column's value as an attribute. Not a
+#: mapped object: the ORM's bookkeeping of a batch's rows cost beat more CPU than deciding
+#: them, and beat writes what it changes in statements of its own.
+Row = SimpleNamespace
 
 
 @dataclass(frozen=True)
@@ -79,9 +97,7 @@ class BeatStore:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    def claim_due(
-        self, instance: str, now: datetime, lease: timedelta, limit: int
-    ) -> list[PeriodicTask]:
+    def claim_due(self, instance: str, now: datetime, lease: timedelta, limit: int) -> list[Row]:
         """Mark up to ``limit`` due rows for ``instance``, oldest ``nextrun`` first.
 
         A row is claimable when it is unmarked, its mark has expired, the
@@ -104,13 +120,12 @@ class BeatStore:
                 .with_for_update(skip_locked=True)
             )
             statement = (
-                update(PeriodicTask)
-                .where(PeriodicTask.id.in_(candidates.scalar_subquery()))
+                update(_TABLE)
+                .where(_TABLE.c.id.in_(candidates.scalar_subquery()))
                 .values(worker=instance, marked=now)
-                .returning(PeriodicTask)
-                .execution_options(synchronize_session=False)
+                .returning(*_TABLE.c)
             )
-            rows = list(session.scalars(statement))
+            rows = _values(session, statement)
         return sorted(rows, key=lambda row: (row.nextrun or now, row.id))
 
     def open_runs_of(self, schedule_ids: Sequence[int]) -> dict[int, list[OpenRun]]:
@@ -169,7 +184,7 @@ class BeatStore:
                 )
             held = set(
                 session.scalars(
-                    _held(session, schedule_ids, instance, marked)
+                    _held(session, schedule_ids, instance, marked, PeriodicTask.id)
                     .order_by(PeriodicTask.id)
                     .with_for_update()
                 )
@@ -231,6 +246,15 @@ class BeatStore:
                 apply_plan(session, row, step.claimed, step.plan, step.sent, now, last_status)
                 if not row.enabled:
                     done.finished[row.id] = row.note
+            rows = [held[a.claimed.id] for a in advances if a.claimed.id in held]
+            if rows:
+                session.connection().execute(
+                    _WRITE_PLAN,
+                    [
+                        {"row_id": row.id, **{f"new_{c}": getattr(row, c) for c in PLAN_COLUMNS}}
+                        for row in rows
+                    ],
+                )
         if done.lost:
             self.release(instance, done.lost)
         return done
@@ -256,19 +280,11 @@ class BeatStore:
 
     def reread(
         self, schedule_ids: Sequence[int], instance: str, marked: datetime
-    ) -> dict[int, PeriodicTask]:
+    ) -> dict[int, Row]:
         """Those of the rows as they are now whose mark ``instance`` still holds, by id."""
         with self.database.session() as session:
-            return {
-                row.id: row
-                for row in session.scalars(
-                    select(PeriodicTask).where(
-                        among(session, PeriodicTask.id, schedule_ids),
-                        PeriodicTask.worker == instance,
-                        PeriodicTask.marked == marked,
-                    )
-                )
-            }
+            rows = _values(session, _held(session, schedule_ids, instance, marked))
+        return {row.id: row for row in rows}
 
     def disable(self, notes: dict[int, str], instance: str, now: datetime) -> None:
         """Take rows that cannot be used out of rotation, each with the reason, and unmark them."""
@@ -304,17 +320,6 @@ class BeatStore:
             )
 
 
-def _held(
-    session: Session, schedule_ids: Sequence[int], instance: str, marked: datetime
-) -> Select[Any]:
-    """The ids of the rows whose mark is still exactly the one ``instance`` wrote."""
-    return select(PeriodicTask.id).where(
-        among(session, PeriodicTask.id, schedule_ids),
-        PeriodicTask.worker == instance,
-        PeriodicTask.marked == marked,
-    )
-
-
 def _disable(
     session: Session, notes: Mapping[int, str], now: datetime, *guards: ColumnElement[bool]
 ) -> None:
@@ -328,22 +333,46 @@ def _disable(
         )
 
 
+#: One row's advance: the columns apply_plan writes, by id (run once per row, as a batch).
+_WRITE_PLAN = (
+    update(_TABLE)
+    .where(_TABLE.c.id == bindparam("row_id"))
+    .values({c: bindparam(f"new_{c}", type_=_TABLE.c[c].type) for c in PLAN_COLUMNS})
+)
+
+
+def _values(session: Session, statement: Executable) -> list[Row]:
+    """The whole ``periodic_task`` rows ``statement`` reads (or returns), as :data:`Row` values.
+
+    Run on the session's connection: a Core statement through the session
+    itself goes through the ORM's loading machinery, row by row.
+    """
+    result = session.connection().execute(statement)
+    keys = list(result.keys())
+    return [Row(**dict(zip(keys, found, strict=True))) for found in result]
+
+
+def _held(
+    session: Session, schedule_ids: Sequence[int], instance: str, marked: datetime, *columns: Any
+) -> Select[Any]:
+    """``columns`` (whole rows by default) of the rows whose mark is still exactly the one
+    ``instance`` wrote."""
+    return select(*(columns or (_TABLE,))).where(
+        among(session, PeriodicTask.id, schedule_ids),
+        PeriodicTask.worker == instance,
+        PeriodicTask.marked == marked,
+    )
+
+
 def _locked(
     session: Session, schedule_ids: Sequence[int], instance: str, marked: datetime
-) -> dict[int, PeriodicTask]:
+) -> dict[int, Row]:
     """Those of the rows whose mark ``instance`` still holds, locked for update, by id.
 
     Locked in id order, so two transactions locking overlapping sets cannot
     deadlock on each other.
     """
     statement = (
-        select(PeriodicTask)
-        .where(
-            among(session, PeriodicTask.id, schedule_ids),
-            PeriodicTask.worker == instance,
-            PeriodicTask.marked == marked,
-        )
-        .order_by(PeriodicTask.id)
-        .with_for_update()
+        _held(session, schedule_ids, instance, marked).order_by(PeriodicTask.id).with_for_update()
     )
-    return {row.id: row for row in session.scalars(statement)}
+    return {row.id: row for row in _values(session, statement)}

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
+from types import SimpleNamespace
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -33,9 +34,31 @@ from bridge.storage.models import PeriodicTask, TaskExecution
 logger = logging.getLogger("bridge.lifecycle")
 
 
+#: The columns :func:`apply_plan` writes, all of them: a batch writes them in one statement.
+PLAN_COLUMNS = (
+    "next_occurrence",
+    "held",
+    "retry_plan",
+    "retry_attempt",
+    "retry_at",
+    "remaining",
+    "skipped_count",
+    "missed_count",
+    "last_run_at",
+    "last_run_id",
+    "last_status",
+    "total_run_count",
+    "nextrun",
+    "enabled",
+    "note",
+    "worker",
+    "marked",
+)
+
+
 def apply_plan(
     session: Session,
-    row: PeriodicTask,
+    row: PeriodicTask | SimpleNamespace,
     claimed: ScheduleRow,
     plan: Plan,
     sent: list[str],
@@ -43,6 +66,10 @@ def apply_plan(
     last_status: str | None = None,
 ) -> None:
     """Write a plan's outcome onto ``row`` (locked by the caller) and clear the mark.
+
+    ``row`` is a mapped row, or the plain values of one (beat's batches write
+    :data:`PLAN_COLUMNS` of all their rows in one statement, without the
+    ORM's unit of work).
 
     ``claimed`` is the row as beat read it when it claimed it, ``sent`` the
     ids of the runs sent for the plan, the last one last, and ``last_status``
@@ -89,7 +116,9 @@ def apply_plan(
     row.marked = None
 
 
-def _set_nextrun(session: Session, row: PeriodicTask, now: datetime, waiting: bool = False) -> None:
+def _set_nextrun(
+    session: Session, row: PeriodicTask | SimpleNamespace, now: datetime, waiting: bool = False
+) -> None:
     """``nextrun`` from the row's cursor and pending work; finish a schedule with none left."""
     runs_open = (waiting or row.held is not None) and _has_open_runs(session, row.id)
     position = rest(state_of(row), row.next_occurrence, now, waiting, runs_open)

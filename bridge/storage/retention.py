@@ -110,6 +110,9 @@ class Retention:
                 beyond.append(run.plan_time < now - timedelta(days=keep_days))
             if not beyond:
                 return 0
+            final_beyond = (of_schedule, run.status.in_(FINAL_STATUSES), or_(*beyond))
+            if session.scalar(select(run.id).where(*final_beyond).limit(1)) is None:
+                return 0  # most schedules, most passes: one look, not the six below
             kept = [
                 session.scalar(
                     select(run.id)
@@ -120,10 +123,7 @@ class Retention:
                 for status in sorted(FINAL_STATUSES)
             ]
             doomed: Select[Any] = select(run.id).where(
-                of_schedule,
-                run.status.in_(FINAL_STATUSES),
-                or_(*beyond),
-                run.id.not_in([run_id for run_id in kept if run_id is not None]),
+                *final_beyond, run.id.not_in([run_id for run_id in kept if run_id is not None])
             )
             if dry_run:
                 return session.scalar(select(func.count()).select_from(doomed.subquery())) or 0

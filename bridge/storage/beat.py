@@ -41,6 +41,9 @@ __all__ = ["Advance", "Advanced", "BeatStore", "Recorded", "Replaced", "Row", "S
 
 _TABLE: Table = PeriodicTask.__table__  # type: ignore[assignment]
 
+#: How far back a row's ``nextrun`` may lie and still be on time, claimed before a backlog.
+ON_TIME = timedelta(seconds=1)
+
 #: A ``periodic_task`` row as beat reads it: each column's value as an attribute. Not a
 #: mapped object: the ORM's bookkeeping of a batch's rows cost beat more CPU than deciding
 #: them, and beat writes what it changes in statements of its own.
@@ -98,7 +101,12 @@ class BeatStore:
         self.database = database
 
     def claim_due(self, instance: str, now: datetime, lease: timedelta, limit: int) -> list[Row]:
-        """Mark up to ``limit`` due rows for ``instance``, oldest ``nextrun`` first.
+        """Mark up to ``limit`` due rows for ``instance``: those due within the last
+        :data:`ON_TIME` first, then the others, oldest ``nextrun`` first.
+
+        On time first, so that a backlog (beat was down, catch-up ``all``) or
+        a burst longer than a tick never holds back a schedule falling due
+        now: it goes out in the next tick, whatever lies behind it.
 
         A row is claimable when it is unmarked, its mark has expired, the
         instance that marked it is dead (:mod:`bridge.storage.presence`), or the
@@ -106,26 +114,46 @@ class BeatStore:
         PostgreSQL the candidate rows are locked with ``SKIP LOCKED`` so that
         concurrent instances claim disjoint batches without waiting; SQLite
         serialises writers, which makes the same statement a compare-and-set.
+        Each part reads a range of the due index.
         """
+        late = now - ON_TIME
         with self.database.session() as session:
-            candidates = (
-                select(PeriodicTask.id)
-                .where(
-                    PeriodicTask.enabled,
-                    PeriodicTask.nextrun <= now,
-                    claimable(session, instance, now - lease),
+            rows = self._claim(session, instance, now, lease, limit, PeriodicTask.nextrun > late)
+            if len(rows) < limit:
+                rows += self._claim(
+                    session, instance, now, lease, limit - len(rows), PeriodicTask.nextrun <= late
                 )
-                .order_by(PeriodicTask.nextrun)
-                .limit(limit)
-                .with_for_update(skip_locked=True)
+        return rows
+
+    @staticmethod
+    def _claim(
+        session: Session,
+        instance: str,
+        now: datetime,
+        lease: timedelta,
+        limit: int,
+        window: ColumnElement[bool],
+    ) -> list[Row]:
+        """Mark up to ``limit`` due rows within ``window``; sorted by ``nextrun``, then id."""
+        candidates = (
+            select(PeriodicTask.id)
+            .where(
+                PeriodicTask.enabled,
+                PeriodicTask.nextrun <= now,
+                window,
+                claimable(session, instance, now - lease),
             )
-            statement = (
-                update(_TABLE)
-                .where(_TABLE.c.id.in_(candidates.scalar_subquery()))
-                .values(worker=instance, marked=now)
-                .returning(*_TABLE.c)
-            )
-            rows = _values(session, statement)
+            .order_by(PeriodicTask.nextrun)
+            .limit(limit)
+            .with_for_update(skip_locked=True)
+        )
+        statement = (
+            update(_TABLE)
+            .where(_TABLE.c.id.in_(candidates.scalar_subquery()))
+            .values(worker=instance, marked=now)
+            .returning(*_TABLE.c)
+        )
+        rows = _values(session, statement)
         return sorted(rows, key=lambda row: (row.nextrun or now, row.id))
 
     def open_runs_of(self, schedule_ids: Sequence[int]) -> dict[int, list[OpenRun]]:

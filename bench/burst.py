@@ -43,6 +43,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
+
 from bench.beat_app import READY, TASK
 from bench.broker_probe import (
     DEFAULT_INTERVAL,
@@ -369,18 +372,27 @@ def probe_overhead(size: int, options: Options, rounds: int = 3) -> None:
     )
 
 
-def bridge_burst(size: int, beats: int, options: Options, profile: bool = False) -> Result:
+def bridge_burst(
+    size: int, beats: int, options: Options, profile: bool = False, history: int = 0
+) -> Result:
     """``size`` bridge schedules due at one instant, fired by ``beats`` beat processes.
 
     With ``profile``, each beat runs under cProfile, and the functions it
-    spent most time in are printed once it has stopped.
+    spent most time in are printed once it has stopped. With ``history``,
+    that many final runs lie in ``task_execution`` before the burst
+    (:func:`seed_history`), and the beats prune none of them.
     """
     label = f"bridge, {beats} beat{'s' if beats > 1 else ''}"
+    if history:
+        label += f", {history:,} runs"
     tag = run_tag()
     queue = f"bridge-burst-{tag}"
     with postgres_database(options.pg_url, "bridge_burst_") as url:
-        env = process_env(url, options.broker_url, queue)
+        kept = {"history_keep_runs": "0", "history_keep_days": "0"} if history else {}
+        env = process_env(url, options.broker_url, queue, **kept)
         run_checked([*CELERY, "bridge", "migrate"], env, options.workdir)
+        if history:
+            seed_history(url, history, env, options.workdir)
         profiles = [options.workdir / f"{tag}-beat-{i}.prof" for i in range(1, beats + 1)]
         processes = [
             Process(
@@ -415,6 +427,49 @@ def bridge_burst(size: int, beats: int, options: Options, profile: bool = False)
             if profile:
                 for path in profiles:
                     print_profile(path)
+
+
+#: The schedules the runs of ``--history`` belong to; none is due during the burst.
+HISTORY_SCHEDULES = 1000
+
+
+def seed_history(url: str, runs: int, env: dict[str, str], workdir: Path) -> None:
+    """``runs`` final runs of :data:`HISTORY_SCHEDULES` schedules, one an hour back from now,
+    written into ``task_execution`` by PostgreSQL itself (``generate_series``): the history
+    a busy database holds after months. Their schedules, imported first, fall due a day
+    later, outside the burst."""
+    started = time.monotonic()
+    seed_file = workdir / f"history-{uuid.uuid4().hex[:6]}.jsonl"
+    anchor = iso(time.time() + 86400)
+    write_jsonl(
+        seed_file,
+        (
+            {"name": f"history-{i:04d}", "task": TASK, "timer": "every 1h", "anchor": anchor}
+            for i in range(HISTORY_SCHEDULES)
+        ),
+    )
+    run_checked([*CELERY, "bridge", "import", str(seed_file)], env, workdir)
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO task_execution (id, periodic_task_id, task, plan_time, attempt,"
+                    " trigger, status, queued_at, started_at, finished_at, updated_at, runtime)"
+                    " SELECT gen_random_uuid()::text, p.id, p.task, at, 1, 'scheduled', 'SUCCESS',"
+                    " at, at, at, at, 0.01"
+                    " FROM periodic_task p,"
+                    " LATERAL generate_series(1, :each) AS hours(h),"
+                    " LATERAL (SELECT now() - make_interval(hours => h)) AS plan(at)"
+                    " WHERE p.name LIKE 'history-%'"
+                ),
+                {"each": -(-runs // HISTORY_SCHEDULES)},
+            )
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            connection.execute(text("VACUUM ANALYZE task_execution"))
+    finally:
+        engine.dispose()
+    print(f"  seeded {runs:,} runs of history in {time.monotonic() - started:.0f} s", flush=True)
 
 
 def print_profile(path: Path, top: int = 25) -> None:
@@ -479,6 +534,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--beats", type=int, default=1, help="bridge beat processes (1)")
     parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="final runs already in task_execution before each bridge burst (0); the beats"
+        " prune none of them",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="run each beat under cProfile and print where it spent its time",
@@ -503,7 +565,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             run_sizes(
                 options,
-                lambda size, opts: [bridge_burst(size, args.beats, opts, args.profile)],
+                lambda size, opts: [
+                    bridge_burst(size, args.beats, opts, args.profile, args.history)
+                ],
             )
         return 0
 

@@ -43,7 +43,7 @@ from bridge.beat.metrics import BeatMetrics
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import BridgeError
-from bridge.rules.decisions import OpenRun, Send, split_stale
+from bridge.rules.decisions import CATCHUP_PER_TICK, OpenRun, Send, split_stale
 from bridge.rules.fire import Fire, RowRefused, ScheduleRow, prepare
 from bridge.rules.kinds import RunStatus
 from bridge.storage.beat import Advance, BeatStore, Recorded, Replaced, Row, Sent
@@ -54,6 +54,10 @@ logger = logging.getLogger("bridge.scheduler")
 
 #: Messages per broker round trip when a batch is published (Redis pipelines them).
 PUBLISH_PIPELINE = 500
+#: The messages a tick sends at most for catch-up ``all``, as many batch sizes: a backlog of
+#: many rows takes fewer occurrences of each (at least one) so that a tick stays short and
+#: a schedule falling due now waits for one tick at most behind the backlog.
+TICK_MESSAGES = 4
 
 _T = TypeVar("_T")
 
@@ -236,9 +240,13 @@ class FireSequence:
         """Decide every row, with no I/O; the fires, and the notes of the rows set aside."""
         fires: list[Fire] = []
         bad: dict[int, str] = {}
+        share = TICK_MESSAGES * self.settings.batch_size // max(1, len(batch.rows))
+        catchup_limit = max(1, min(CATCHUP_PER_TICK, share))
         for row in batch.rows.values():
             try:
-                fire = self._step(row, functools.partial(prepare, row, live[row.id], now))
+                fire = self._step(
+                    row, functools.partial(prepare, row, live[row.id], now, catchup_limit)
+                )
             except RowRefused as exc:
                 bad[row.id] = self._bad_row_note(row, str(exc))
                 continue

@@ -25,7 +25,8 @@ from bridge.rules.policy import Catchup, Overlap, Policies, jitter_bound, jitter
 from bridge.rules.timers import IntervalTimer, Timer
 from bridge.rules.values import column_of
 
-#: Catch-up ``all`` sends at most this many occurrences of one schedule per tick.
+#: Catch-up ``all`` sends at most this many occurrences of one schedule per tick (beat
+#: asks for fewer when a tick holds many rows: see bridge.beat.fire.TICK_MESSAGES).
 CATCHUP_PER_TICK = 100
 #: Counting missed occurrences of a cron timer stops here (about 69 days of
 #: a per-minute job); interval timers are counted exactly.
@@ -261,8 +262,13 @@ def awaits_beat(status: str, trigger: str) -> bool:
     return status == RunStatus.PENDING and trigger in SCHEDULED_TRIGGERS
 
 
-def decide(state: State, now: datetime, live: list[OpenRun]) -> Plan:
+def decide(
+    state: State, now: datetime, live: list[OpenRun], catchup_limit: int = CATCHUP_PER_TICK
+) -> Plan:
     """What to do with a row whose ``nextrun`` has come: see the module docstring.
+
+    Catch-up ``all`` sends at most ``catchup_limit`` occurrences now, the
+    oldest; the row is due again at once for the rest.
 
     Only overlap ``allow`` lets runs of one schedule execute side by side. Under
     the other policies an owed retry and the occurrences of a catch-up ``all``
@@ -294,7 +300,9 @@ def decide(state: State, now: datetime, live: list[OpenRun]) -> Plan:
     trigger = Trigger.SCHEDULED
     next_occurrence = occurrence
     if occurrence is not None and fire_time(state, occurrence) <= now:
-        due, missed, trigger, next_occurrence = _due_occurrences(state, occurrence, now)
+        due, missed, trigger, next_occurrence = _due_occurrences(
+            state, occurrence, now, catchup_limit
+        )
     if remaining is not None and len(due) > remaining:
         due = due[:remaining]
 
@@ -477,7 +485,7 @@ def forecast(state: State, nextrun: datetime | None, now: datetime, count: int) 
 
 
 def _due_occurrences(
-    state: State, first: datetime, now: datetime
+    state: State, first: datetime, now: datetime, limit: int
 ) -> tuple[list[datetime], int, Trigger, datetime | None]:
     """The occurrences to send for a row due since ``first``, per the catch-up policy.
 
@@ -517,7 +525,7 @@ def _due_occurrences(
         return [latest], behind - 1, trigger, following
     batch: list[datetime] = []
     for occurrence in occurrences(timer, in_window, latest):
-        if len(batch) == CATCHUP_PER_TICK:
+        if len(batch) == limit:
             # The rest follow on the next tick, which comes at once.
             return batch, missed, trigger, occurrence
         batch.append(occurrence)

@@ -16,7 +16,16 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from bridge.errors import BridgeError
-from bridge.rules.decisions import OpenRun, Plan, Send, State, decide, first_at_or_after, resume
+from bridge.rules.decisions import (
+    CATCHUP_PER_TICK,
+    OpenRun,
+    Plan,
+    Send,
+    State,
+    decide,
+    first_at_or_after,
+    resume,
+)
 from bridge.rules.definition import check_timer, check_timezone
 from bridge.rules.kinds import SCHEDULED_TRIGGERS, RunStatus
 from bridge.rules.policy import Policies
@@ -154,8 +163,14 @@ class Fire:
         ]
 
 
-def prepare(row: ScheduleRow, live: Sequence[OpenRun], now: datetime) -> Fire:
-    """Decide what to send for a claimed row whose open runs still expected to end are ``live``.
+def prepare(
+    row: ScheduleRow,
+    live: Sequence[OpenRun],
+    now: datetime,
+    catchup_limit: int = CATCHUP_PER_TICK,
+) -> Fire:
+    """Decide what to send for a claimed row whose open runs still expected to end are ``live``
+    (catch-up ``all``: at most ``catchup_limit`` of its overdue occurrences).
 
     Runs recorded by a fire of this row that did not finish (a crash, a
     broker failure, a lost mark) are this fire's own work, not overlap: they
@@ -168,7 +183,7 @@ def prepare(row: ScheduleRow, live: Sequence[OpenRun], now: datetime) -> Fire:
     except ValueError as exc:  # a refused timer, zone, policy or JSON column
         raise RowRefused(str(exc)) from None
     own = [run for run in live if recorded_by_unfinished_fire(state, run)]
-    plan = resume(state, own) if own else decide(state, now, list(live))
+    plan = resume(state, own) if own else decide(state, now, list(live), catchup_limit)
     run_ids = [run_id_for(row.id, send.plan_time, send.attempt) for send in plan.sends]
     following = None if state.fixed_delay else state.timer.next_after(now)
     expires = expires_at(payload, now, state.policies.expiry(now, following))

@@ -150,6 +150,15 @@ def test_catchup_all_is_bounded_per_tick_and_resumes_where_it_stopped() -> None:
     ]
 
 
+@given(limit=st.integers(min_value=1, max_value=CATCHUP_PER_TICK))
+def test_a_tick_that_asks_for_fewer_gets_the_oldest_and_resumes_after_them(limit: int) -> None:
+    """Beat asks each row of a long backlog for fewer occurrences: however few, the
+    oldest go first and the next tick starts where this one stopped."""
+    plan = decide(state(catchup="all", overlap="allow"), at(10 * 200 + 5), [], limit)
+    assert [s.plan_time for s in plan.sends] == [at(10 * k) for k in range(1, limit + 1)]
+    assert plan.next_occurrence == at(10 * (limit + 1))
+
+
 def test_catchup_none_sends_nothing_and_resyncs_to_the_future() -> None:
     plan = decide(state(catchup="none"), at(45), [])
     assert plan.sends == []

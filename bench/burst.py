@@ -108,14 +108,15 @@ def auto_lead(size: int) -> float:
     return 6.0 + size / 1500
 
 
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``bench/burst.py`` and ``bench/peers.py`` alike."""
+def add_common_arguments(parser: argparse.ArgumentParser, sizes: bool = True) -> None:
+    """The options of ``bench/burst.py`` and ``bench/peers.py`` alike (``bench/catchup.py``:
+    all but ``--sizes``)."""
     parser.add_argument(
         "--sizes",
         type=int,
         nargs="+",
         default=[1000, 10_000],
-        help="burst sizes, each run in turn (1000 10000)",
+        help="burst sizes, each run in turn (1000 10000)" if sizes else argparse.SUPPRESS,
     )
     add_service_options(parser, "BRIDGE_BURST", "redis://127.0.0.1:6379/12", "each burst")
     parser.add_argument(

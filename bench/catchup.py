@@ -1,0 +1,206 @@
+"""Catch-up: beat was down, a backlog is owed; how fast does it drain, and who waits?
+
+In one run, on a fresh PostgreSQL database and a Redis queue no worker reads:
+
+1. **Yardsticks.** The raw ``send_task`` loop and a bridge burst of
+   ``--burst`` (10,000) schedules due at one instant (``bench/burst.py``).
+2. **Backlog.** ``--schedules`` (1,000) schedules ``every 1s`` under catch-up
+   ``all`` and overlap ``allow``, whose cursor stands ``--down`` (600) seconds
+   in the past, as the table looks when every beat was down that long; and
+   ``--on-time`` (10) schedules ``every 1s`` that fall due from the start.
+   One beat starts; a probe pops every message as it arrives (the bridge's
+   headers say which schedule and occurrence it is) until the backlog
+   schedules are back on time.
+
+Printed: the owed occurrences and the rate they were published at (from the
+beat's first message to the arrival of the last occurrence planned before
+the start), as a ratio to the burst's rate; whether they came oldest first
+(the largest step back in plan time between consecutive backlog messages);
+and the lateness of the on-time schedules' messages while the backlog drained,
+against the length of a tick (``TICK_MESSAGES`` batch sizes of messages at the
+backlog's rate).
+
+    .venv/bin/python -m bench.catchup                      # 600 s down, 1,000 schedules
+    .venv/bin/python -m bench.catchup --down 60 --schedules 200 --burst 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
+
+from bench.beat_app import TASK
+from bench.broker_probe import Message, MessageProbe, purge_queue
+from bench.burst import (
+    Options,
+    add_common_arguments,
+    bridge_burst,
+    common_options,
+    raw_ceiling,
+    run_tag,
+)
+from bench.harness import (
+    CELERY,
+    Process,
+    cpu_seconds,
+    exit_status,
+    percentile,
+    postgres_database,
+    process_env,
+    run_checked,
+    start_all,
+    stop_all,
+    write_jsonl,
+)
+from bridge.beat.fire import TICK_MESSAGES
+from bridge.config import Settings
+
+#: Seconds from importing the schedules to the on-time ones' first occurrence.
+LEAD = 5.0
+
+
+@dataclass(frozen=True)
+class Drain:
+    """What the probe saw of the backlog and of the on-time schedules."""
+
+    owed: int
+    backlog: list[Message]
+    on_time: list[Message]
+    #: Seconds from the beat's first message to the last owed one's arrival.
+    seconds: float
+    cpu: float
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.catchup",
+        description="A backlog left by a beat that was down, drained under catch-up all.",
+    )
+    add_common_arguments(parser, sizes=False)
+    parser.add_argument("--down", type=int, default=600, help="seconds beat was down (600)")
+    parser.add_argument(
+        "--schedules", type=int, default=1000, help="every-second schedules owed (1000)"
+    )
+    parser.add_argument(
+        "--on-time", type=int, default=10, help="every-second schedules due from the start (10)"
+    )
+    parser.add_argument(
+        "--burst", type=int, default=10_000, help="size of the yardstick burst (10000)"
+    )
+    args = parser.parse_args(argv)
+    for name in ("down", "schedules", "on_time", "burst"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    options = common_options(parser, args)
+
+    def run() -> int:
+        raw = raw_ceiling(args.burst, options).figures
+        burst = bridge_burst(args.burst, 1, options).figures
+        drain = drain_backlog(options, args.down, args.schedules, args.on_time)
+        return report(
+            None if raw is None else raw.rate, None if burst is None else burst.rate, drain
+        )
+
+    return exit_status(run)
+
+
+def drain_backlog(options: Options, down: int, schedules: int, on_time: int) -> Drain:
+    """Seed the backlog and the on-time schedules, start one beat, probe until drained."""
+    queue = f"bridge-catchup-{run_tag()}"
+    with postgres_database(options.pg_url, "bridge_catchup_") as url:
+        env = process_env(url, options.redis_url, queue)
+        run_checked([*CELERY, "bridge", "migrate"], env, options.workdir)
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=LEAD)
+        seed = options.workdir / f"{queue}.jsonl"
+        write_jsonl(seed, schedules_of(schedules, on_time, start))
+        run_checked([*CELERY, "bridge", "import", str(seed)], env, options.workdir)
+        owed_from = start - timedelta(seconds=down)
+        set_back(url, owed_from)
+        beat = Process(
+            "beat", [*CELERY, "beat", "-S", "bridge", "-l", options.loglevel], options.workdir, env
+        )
+        with MessageProbe(options.redis_url, queue) as probe:
+            try:
+                start_all([beat], lambda _: "beat: Starting", 60)
+                before = cpu_seconds(beat.pid)
+                drained = probe.wait_for(
+                    lambda m: m.schedule.startswith("backlog-") and m.lateness < 1.0,
+                    options.limit + down,
+                )
+                cpu = cpu_seconds(beat.pid) - before
+            finally:
+                stop_all([beat])
+                purge_queue(options.redis_url, queue)
+            arrivals = probe.since(0.0)
+    if drained is None:
+        raise SystemExit(f"the backlog was not drained within {options.limit + down:g}s")
+    owed_until = start
+    backlog = [
+        m for m in arrivals if m.schedule.startswith("backlog-") and m.plan_time < owed_until
+    ]
+    punctual = [m for m in arrivals if m.schedule.startswith("on-time-") and m.at <= drained.at]
+    first = min(m.at for m in arrivals)
+    last = max(m.at for m in backlog)
+    return Drain(schedules * down, backlog, punctual, last - first, cpu)
+
+
+def schedules_of(schedules: int, on_time: int, start: datetime) -> list[dict[str, str]]:
+    """The backlog's schedules (their cursor is set back afterwards) and the on-time ones."""
+    common = {"task": TASK, "timer": "every 1s", "timezone": "UTC", "anchor": start.isoformat()}
+    owed = [
+        {"name": f"backlog-{i:05d}", **common, "catchup": "all", "overlap": "allow"}
+        for i in range(schedules)
+    ]
+    return owed + [{"name": f"on-time-{i:03d}", **common} for i in range(on_time)]
+
+
+def set_back(url: str, since: datetime) -> None:
+    """The backlog's cursor at ``since``: the table as beat left it when it went down."""
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "UPDATE periodic_task SET next_occurrence = :since, nextrun = :since"
+                    " WHERE name LIKE 'backlog-%'"
+                ),
+                {"since": since},
+            )
+    finally:
+        engine.dispose()
+
+
+def report(raw_rate: float | None, burst_rate: float | None, drain: Drain) -> int:
+    """Print the figures; 1 when an owed occurrence never arrived."""
+    rate = len(drain.backlog) / drain.seconds if drain.seconds > 0 else 0.0
+    print(f"\nowed occurrences: {drain.owed:,}; published: {len(drain.backlog):,}")
+    print(f"raw send_task loop: {raw_rate or 0:,.0f}/s; bridge burst: {burst_rate or 0:,.0f}/s")
+    ratio = f"{rate / burst_rate:.2f}" if burst_rate else "n/a"
+    print(
+        f"backlog drained in {drain.seconds:.1f} s: {rate:,.0f}/s, x burst {ratio}"
+        f" (target 0.80); beat CPU {drain.cpu:.1f} s"
+    )
+    steps = [
+        (a.plan_time - b.plan_time).total_seconds()
+        for a, b in zip(drain.backlog, drain.backlog[1:], strict=False)
+    ]
+    print(f"oldest first: largest step back in plan time {max(0.0, *steps):.0f} s")
+    tick = TICK_MESSAGES * Settings().batch_size / rate if rate else float("nan")
+    late = [m.lateness for m in drain.on_time]
+    if late:
+        print(
+            f"on-time schedules while it drained ({len(late)} messages): lateness"
+            f" p50 {percentile(late, 0.5):.2f} s p99 {percentile(late, 0.99):.2f} s"
+            f" max {max(late):.2f} s; a tick of the backlog {tick:.2f} s"
+        )
+    return 0 if len(drain.backlog) >= drain.owed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

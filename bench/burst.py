@@ -66,6 +66,7 @@ from bench.harness import (
     process_env,
     run_checked,
     start_all,
+    status_kib,
     stop_all,
     write_jsonl,
 )
@@ -180,6 +181,8 @@ class Result:
     setup: float | None = None
     #: Why the burst is not what it should be (did not finish, a process died, ...).
     note: str | None = None
+    #: The largest peak RSS of the publishing processes, in MiB.
+    rss: float | None = None
 
     def ratio(self, raw: Result) -> float | None:
         mine = None if self.figures is None else self.figures.rate
@@ -214,6 +217,7 @@ COLUMNS = (
     ("max s", 8),
     ("first-last s", 13),
     ("CPU s", 7),
+    ("RSS MiB", 8),
 )
 
 
@@ -252,6 +256,7 @@ def print_table(size: int, results: Sequence[Result], limit: float) -> None:
                 ]
             ),
             "-" if result.cpu is None else f"{result.cpu:.2f}",
+            "-" if result.rss is None else f"{result.rss:.0f}",
         ]
         print(table_row(cells))
     setups = [f"{r.label} {r.setup:.1f}s" for r in results if r.setup is not None]
@@ -308,10 +313,11 @@ def measure(
                 probe.stop()
         arrivals = probe.result()
         after = sum(cpu_seconds(beat.pid) for beat in beats if beat.alive())
+        peaks = [status_kib(beat.pid, "VmHWM") / 1024 for beat in beats if beat.alive()]
     died = [beat.name for beat in beats if not beat.alive()]
     note = f"exited during the burst: {', '.join(died)}" if died else None
     cpu = None if died else after - before
-    return Result(label, size, arrivals.figures(due), cpu, setup, note)
+    return Result(label, size, arrivals.figures(due), cpu, setup, note, max(peaks, default=None))
 
 
 # -- the two bursts -----------------------------------------------------------------------

@@ -369,10 +369,7 @@ class Beat:
 
     def status_kib(self, key: str) -> int:
         """A ``/proc/<pid>/status`` figure in KiB (``VmRSS``, ``VmHWM``)."""
-        for row in Path(f"/proc/{self.pid}/status").read_text().splitlines():
-            if row.startswith(f"{key}:"):
-                return int(row.split()[1])
-        raise SetupError(f"no {key} in /proc/{self.pid}/status")
+        return status_kib(self.pid, key)
 
     def observe(self, seconds: float, every: float = 0.25) -> None:
         """Wait ``seconds`` while sampling the RSS into :attr:`rss_max_kib`."""
@@ -553,6 +550,14 @@ def stop_all(processes: Sequence[Process]) -> None:
         process.terminate()
     for process in processes:
         process.stop()
+
+
+def status_kib(pid: int, key: str) -> int:
+    """A ``/proc/<pid>/status`` figure in KiB (``VmRSS``; ``VmHWM``, the peak RSS)."""
+    for row in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if row.startswith(f"{key}:"):
+            return int(row.split()[1])
+    raise SetupError(f"no {key} in /proc/{pid}/status")
 
 
 def cpu_seconds(pid: int) -> float:

@@ -59,9 +59,12 @@ class Webhook:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def events(self, schedule: str | None, kind: str | None = None) -> list[str]:
+        """The events alerted for ``schedule`` (and ``kind``) in the order the watchdog sent
+        them: the workers may run two alert tasks sent a moment apart the other way round."""
+        alerts = sorted(self.received, key=lambda alert: str(alert["sent_at"]))
         return [
             alert["event"]
-            for alert in list(self.received)
+            for alert in alerts
             if alert["schedule"] == schedule and (kind is None or alert["kind"] == kind)
         ]
 

@@ -29,7 +29,14 @@ from bridge.rules.decisions import (
 from bridge.rules.definition import check_timer, check_timezone
 from bridge.rules.kinds import SCHEDULED_TRIGGERS, RunStatus
 from bridge.rules.policy import Policies
-from bridge.rules.runs import Envelope, Payload, expires_at, new_run, run_id_for
+from bridge.rules.runs import (
+    Envelope,
+    Payload,
+    expires_at,
+    ids_of_occurrence,
+    new_run,
+    run_id_for,
+)
 
 
 class RowRefused(BridgeError):
@@ -120,7 +127,7 @@ def recorded_by_unfinished_fire(state: State, run: OpenRun) -> bool:
     """
     if run.plan_time is None or run.trigger not in SCHEDULED_TRIGGERS:
         return False
-    if run.id != run_id_for(state.schedule_id, run.plan_time, run.attempt):
+    if run.id not in ids_of_occurrence(state.schedule_id, run.plan_time, run.attempt):
         return False
     unsent = run.status == RunStatus.PENDING
     pending_retry = run.plan_time == state.retry_plan and run.attempt == state.retry_attempt
@@ -157,9 +164,9 @@ class Fire:
         """The ``task_execution`` rows of the runs to send, ``PENDING``."""
         return [
             new_run(
-                self.row.id, self.row.task, send.plan_time, send.trigger, now, attempt=send.attempt
+                self.row.id, self.row.task, send.plan_time, send.trigger, now, run_id, send.attempt
             )
-            for send in self.plan.sends
+            for send, run_id in zip(self.plan.sends, self.run_ids, strict=True)
         ]
 
 
@@ -184,7 +191,13 @@ def prepare(
         raise RowRefused(str(exc)) from None
     own = [run for run in live if recorded_by_unfinished_fire(state, run)]
     plan = resume(state, own) if own else decide(state, now, list(live), catchup_limit)
-    run_ids = [run_id_for(row.id, send.plan_time, send.attempt) for send in plan.sends]
+    # A resumed run keeps the id it was recorded under (a release before may have made it).
+    recorded = {(run.plan_time, run.attempt): run.id for run in own}
+    run_ids = [
+        recorded.get((send.plan_time, send.attempt))
+        or run_id_for(row.id, send.plan_time, send.attempt)
+        for send in plan.sends
+    ]
     following = None if state.fixed_delay else state.timer.next_after(now)
     expires = expires_at(payload, now, state.policies.expiry(now, following))
     return Fire(row, payload, plan, run_ids, frozenset(run.id for run in own), expires)

@@ -7,6 +7,7 @@ headers), so that every run carries the same id scheme, headers and options.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,10 +30,34 @@ HEADER_TRIGGER = "bridge_trigger"
 
 def run_id_for(schedule_id: int, plan_time: datetime, attempt: int = 1) -> str:
     """The run id of an occurrence: the same whoever computes it, so re-doing a fire
-    after a crash finds the record instead of writing a second one. The plan time is
-    hashed in UTC, so the zone it happens to be written in does not matter."""
-    instant = plan_time.astimezone(UTC).isoformat()
-    return str(uuid.uuid5(RUN_ID_NAMESPACE, f"{schedule_id}/{instant}/{attempt}"))
+    after a crash finds the record instead of writing a second one.
+
+    A version 8 UUID laid out as a UUIDv7 is: its first 48 bits are the plan
+    time in milliseconds, the rest (but the version and variant bits) a
+    SHA-1 of the namespace, the schedule id, the plan time in UTC and the
+    attempt, as a UUIDv5 would hash them. Ordered by plan time, new records
+    go to the end of the id index, as they do to the other indexes of
+    ``task_execution``: with random ids each record of a burst dirtied a
+    page of its own in an index of millions of entries.
+    """
+    instant = plan_time.astimezone(UTC)
+    name = f"{schedule_id}/{instant.isoformat()}/{attempt}".encode()
+    digest = hashlib.sha1(RUN_ID_NAMESPACE.bytes + name, usedforsecurity=False).digest()
+    millis = int(instant.timestamp() * 1000) % (1 << 48)
+    value = int.from_bytes(millis.to_bytes(6, "big") + digest[:10], "big")
+    value = value & ~(0xF << 76) | (0x8 << 76)  # version 8
+    value = value & ~(0x3 << 62) | (0x2 << 62)  # the RFC 9562 variant
+    return str(uuid.UUID(int=value))
+
+
+def ids_of_occurrence(schedule_id: int, plan_time: datetime, attempt: int = 1) -> frozenset[str]:
+    """Every id a release of the bridge gave this occurrence: :func:`run_id_for`'s, and the
+    UUIDv5 of releases before the ids were ordered by time, so that the record of a fire
+    cut short just before an upgrade is still found to be that fire's own."""
+    name = f"{schedule_id}/{plan_time.astimezone(UTC).isoformat()}/{attempt}"
+    return frozenset(
+        {run_id_for(schedule_id, plan_time, attempt), str(uuid.uuid5(RUN_ID_NAMESPACE, name))}
+    )
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from bridge.rules.decisions import OpenRun, first_at_or_after
 from bridge.rules.fire import RowRefused, prepare, recorded_by_unfinished_fire, state_of
 from bridge.rules.kinds import SCHEDULED_TRIGGERS, RunStatus
 from bridge.rules.policy import Catchup, Overlap, Policies
-from bridge.rules.runs import run_id_for
+from bridge.rules.runs import ids_of_occurrence, run_id_for
 from bridge.rules.timers import parse_timer
 from tests.unit.rows import T0, Row
 
@@ -180,6 +180,18 @@ def test_a_run_recorded_but_never_sent_is_the_fires_own_work() -> None:
     assert again.run_ids == first.run_ids
     assert again.own == frozenset(first.run_ids)
     assert again.plan.revoke == [] and again.plan.skipped == 0
+
+
+def test_a_run_recorded_by_an_earlier_release_is_resumed_under_its_own_id() -> None:
+    """Beat died after recording under the UUIDv5 ids of releases before the time-ordered
+    ones, then was upgraded: the next fire still takes that run as its own and sends it
+    under the id it was recorded with, so its record and its message agree."""
+    row = Row(next_occurrence=T0)
+    legacy = next(i for i in ids_of_occurrence(row.id, T0) if i != run_id_for(row.id, T0))
+    again = prepare(row, [open_run(row, T0, "PENDING", id=legacy)], T0 + TEN)
+    assert again.run_ids == [legacy]
+    assert again.own == frozenset({legacy})
+    assert [record["id"] for record in again.records(T0 + TEN)] == [legacy]
 
 
 def test_a_sent_run_the_cursor_has_not_passed_is_the_fires_own_work() -> None:

@@ -9,6 +9,7 @@ Each refusal must name the field and repeat the value, so a user can find and fi
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -31,7 +32,7 @@ from bridge.rules.definition import (
     require_occurrence,
 )
 from bridge.rules.policy import Overlap, Policies
-from bridge.rules.runs import Payload, check_options, expires_at, run_id_for
+from bridge.rules.runs import Payload, check_options, expires_at, ids_of_occurrence, run_id_for
 from bridge.rules.timers import Timer, parse_timer
 
 ANCHOR = datetime(2026, 1, 1, tzinfo=UTC)
@@ -482,9 +483,34 @@ def test_run_id_is_the_same_whoever_computes_it() -> None:
     assert len(first) == 36
 
 
-def test_run_id_scheme_is_stable_across_releases() -> None:
-    """Ids of existing records must not change on upgrade (pinned value)."""
-    assert run_id_for(42, PLAN, 1) == "af6e4e4f-20c9-55f8-bcb3-373ea26c26fc"
+def test_run_id_scheme_is_pinned_and_the_earlier_one_still_recognised() -> None:
+    """The id of an occurrence is pinned (a change would strand records on upgrade); the
+    UUIDv5 of earlier releases is still known as the same occurrence's, so a fire cut
+    short just before an upgrade is resumed under the id it was recorded with."""
+    assert run_id_for(42, PLAN, 1) == "019df252-b5c0-8f6e-8e4f-20c915f8bcb3"
+    assert ids_of_occurrence(42, PLAN, 1) == {
+        "019df252-b5c0-8f6e-8e4f-20c915f8bcb3",
+        "af6e4e4f-20c9-55f8-bcb3-373ea26c26fc",
+    }
+
+
+@given(
+    first=st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2200, 1, 1)),
+    later_ms=st.integers(min_value=1, max_value=10**10),
+    schedules=st.tuples(st.integers(1, 10**9), st.integers(1, 10**9)),
+    attempts=st.tuples(st.integers(1, 50), st.integers(1, 50)),
+)
+def test_run_ids_sort_by_plan_time(
+    first: datetime, later_ms: int, schedules: tuple[int, int], attempts: tuple[int, int]
+) -> None:
+    """Whatever the schedules and attempts, a later plan time (by a millisecond or more)
+    sorts after, as text: new records go to the end of the id index."""
+    early = first.replace(tzinfo=UTC)
+    late = early + timedelta(milliseconds=later_ms)
+    assert run_id_for(schedules[0], early, attempts[0]) < run_id_for(
+        schedules[1], late, attempts[1]
+    )
+    assert uuid.UUID(run_id_for(schedules[0], early, attempts[0])).version == 8
 
 
 @pytest.mark.parametrize(

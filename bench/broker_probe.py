@@ -258,6 +258,8 @@ class Message:
     schedule: str
     plan_time: datetime
     trigger: str
+    #: The task id: the run's id.
+    run_id: str
 
     @property
     def lateness(self) -> float:
@@ -295,6 +297,7 @@ class MessageProbe:
                 schedule=str(headers["bridge_schedule"]),
                 plan_time=datetime.fromisoformat(headers["bridge_plan_time"]),
                 trigger=str(headers["bridge_trigger"]),
+                run_id=str(headers["id"]),
             )
             with self._arrived:
                 self.arrivals.append(arrival)

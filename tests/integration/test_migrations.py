@@ -33,7 +33,7 @@ def test_upgrade_keeps_schedules_due_when_they_were_and_gives_them_default_polic
     next_occurrence, *policies = row
     assert str(next_occurrence).startswith("2026-12-01 09:00:00")
     assert policies == ["latest", 0, 1, "next", 0, None, None]
-    assert rows(db_url, "SELECT version_num FROM alembic_version") == [("0009",)]
+    assert rows(db_url, "SELECT version_num FROM alembic_version") == [("0010",)]
 
 
 def test_the_counters_of_ended_runs_start_from_the_records_there(db_url: str) -> None:

@@ -19,9 +19,8 @@ from __future__ import annotations
 import logging
 import select
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psycopg
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
@@ -41,6 +40,9 @@ from sqlalchemy.orm import Session
 from bridge.storage.database import Database, close_quietly
 from bridge.storage.models import PeriodicTask
 from bridge.storage.sql import is_postgres
+
+if TYPE_CHECKING:  # psycopg is the postgres extra's: SQLite installs do without it
+    import psycopg
 
 logger = logging.getLogger("bridge.presence")
 
@@ -152,6 +154,8 @@ class InstanceLock:
         self.close()
         if time.monotonic() < self._retry_at:
             return False
+        import psycopg
+
         connection = self.database.own_connection()  # the lock lives as long as it does
         try:
             for name, seconds in KEEPALIVES.items():

@@ -15,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -69,14 +70,16 @@ def main() -> None:
     ]
     print(f"worker and beat started; their logs are in {DEMO_DIR}/. Ctrl-C stops the demo.\n")
     deadline = time.monotonic() + options.seconds if options.seconds else None
-    # Stopped by a supervisor rather than Ctrl-C: stop the children all the same.
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # Ctrl-C, or a supervisor's SIGTERM, sets a flag the loop looks at: an exception
+    # raised by the signal inside a database call could be swallowed on the way out
+    # of it, and the demo would go on reporting with its worker and beat gone.
+    stopping = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopping.set())
     try:
-        while deadline is None or time.monotonic() < deadline:
-            time.sleep(options.every)
-            report(api)
-    except KeyboardInterrupt:
-        pass
+        while not stopping.is_set() and (deadline is None or time.monotonic() < deadline):
+            if _slept(options.every, stopping):
+                report(api)
     finally:
         print("\nstopping: the worker first finishes the runs it has started...")
         for process in processes:
@@ -88,6 +91,16 @@ def main() -> None:
     settings = " ".join(f"{key}={os.environ[key]}" for key in DEMO_SETTINGS)
     print("\nstopped. Look around with, for example:")
     print(f"  {settings} .venv/bin/celery -A workers.app bridge history slow-every-15s")
+
+
+def _slept(seconds: float, stopping: threading.Event) -> bool:
+    """Sleep ``seconds`` in short steps; False if a stop was asked for meanwhile."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if stopping.is_set():
+            return False
+        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+    return not stopping.is_set()
 
 
 def stop(process: subprocess.Popen[bytes], grace: float = 40.0) -> None:

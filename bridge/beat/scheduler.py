@@ -52,8 +52,6 @@ logger = logging.getLogger("bridge.scheduler")
 
 #: The wait after a tick in which firing a row hit a defect.
 DEFECT_BACKOFF = 2.0
-#: Housekeeping that can wait (pruning) stops this long before beat's next tick, in seconds.
-QUIET_MARGIN = 0.3
 #: The rows the first tick of a burst claims; each full tick doubles it up to the batch
 #: size. A first batch of 500 would hold its first message back for its whole record.
 FIRST_BATCH = 50
@@ -115,14 +113,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self.fires = FireSequence(
             app, self.settings, self.store, self.housekeeper.store, self.instance
         )
-        self.watchdog = Watchdog(app, self.settings, self.database, self._firing)
+        self.watchdog = Watchdog(app, self.settings, self.database, lambda: self._in_burst)
         self._config_synced = not self.settings.sync_beat_schedule
         #: The rows the next tick claims at most (see FIRST_BATCH).
         self._batch = min(FIRST_BATCH, self.settings.batch_size)
         #: Whether the last tick claimed a full batch: a burst or a backlog is under way.
         self._in_burst = False
-        #: When the next tick is due at the latest (``time.monotonic()``).
-        self._next_tick_at = 0.0
         self._busy = False
         self._stopping = False
         self._closed = False
@@ -173,7 +169,6 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self._busy = False
         if self._stopping:
             raise SystemExit()
-        self._next_tick_at = time.monotonic() + wait
         if self._changes is None:
             return wait
         self._changes.wait(wait)
@@ -239,11 +234,6 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         now = utcnow()
         due = self.store.next_due(now, timedelta(seconds=self.settings.lease_seconds))
         return wait_seconds(due, now, self.settings.poll_interval)
-
-    def _firing(self) -> bool:
-        """Whether beat is firing or about to: in a tick, in a burst, or its next tick due
-        within :data:`QUIET_MARGIN` (asked by the watchdog's pruning, from its thread)."""
-        return self._busy or self._in_burst or time.monotonic() > self._next_tick_at - QUIET_MARGIN
 
     # -- signals, config ---------------------------------------------------
 

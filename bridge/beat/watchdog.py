@@ -74,8 +74,7 @@ class Watchdog:
     ) -> None:
         self.app = app
         self.settings = settings
-        #: Whether beat is firing, or about to (a burst, a backlog, its next tick near):
-        #: pruning waits meanwhile.
+        #: Whether beat is working through a burst or a backlog: pruning waits meanwhile.
         self.firing = firing
         self.incidents = IncidentStore(database)
         self.health = HealthStore(database)
@@ -205,19 +204,16 @@ class Watchdog:
         """Prune slices of schedules for up to :data:`PRUNE_BUDGET` seconds, carrying on
         next pass where this one stopped.
 
-        Not while beat fires or is about to (a burst, a backlog, a tick due
-        within :data:`~bridge.beat.scheduler.QUIET_MARGIN`): pruning would take
-        the process's CPU and the database's from the fire, and the runs it
-        deletes can wait. A slice stops between two schedules for that.
+        Not while beat fires full batches (a burst, a backlog): pruning would
+        take the process's CPU and the database's from the fire, and the
+        runs it deletes can wait a few seconds.
         """
         limits = Limits(self.settings.history_keep_runs, self.settings.history_keep_days)
         if not (limits.keep_runs or limits.keep_days) and not self._prune_after:
             return
         deadline = time.monotonic() + PRUNE_BUDGET
         while time.monotonic() < deadline and not self.firing():
-            done = self.retention.prune(
-                self._prune_after, PRUNE_SLICE, limits, now, go_on=lambda: not self.firing()
-            )
+            done = self.retention.prune(self._prune_after, PRUNE_SLICE, limits, now)
             if done.runs:
                 logger.debug("bridge: pruned %d runs of %d schedules", done.runs, done.schedules)
             if done.last_id is None:

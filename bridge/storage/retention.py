@@ -19,7 +19,6 @@ database's write lock for a moment, as every writer there does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -66,12 +65,10 @@ class Retention:
         now: datetime,
         dry_run: bool = False,
         thorough: bool = False,
-        go_on: Callable[[], bool] = lambda: True,
     ) -> Pruned:
         """Prune the runs of up to ``schedules`` schedules whose id follows ``after_id``:
         one batch of each (``thorough``: batches until each is done; ``dry_run``: count
-        what would go, all of it). ``go_on`` is asked before each schedule: when it says
-        no, the slice ends there, and the next one starts after the last schedule done."""
+        what would go, all of it)."""
         table = PeriodicTask
         with self.database.session() as session:
             rows = session.execute(
@@ -81,9 +78,7 @@ class Retention:
                 .limit(schedules)
             ).all()
         removed = 0
-        for done_with, (schedule_id, keep_runs, keep_days) in enumerate(rows):
-            if not go_on():
-                return Pruned(done_with, removed, rows[done_with - 1][0] if done_with else after_id)
+        for schedule_id, keep_runs, keep_days in rows:
             runs = limits.keep_runs if keep_runs is None else keep_runs
             days = limits.keep_days if keep_days is None else keep_days
             while runs or days:

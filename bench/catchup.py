@@ -56,6 +56,7 @@ from bench.harness import (
     postgres_database,
     process_env,
     run_checked,
+    run_sql,
     start_all,
     stop_all,
     write_jsonl,
@@ -208,18 +209,12 @@ def schedules_of(schedules: int, on_time: int, start: datetime) -> list[dict[str
 
 def set_back(url: str, since: datetime) -> None:
     """The backlog's cursor at ``since``: the table as beat left it when it went down."""
-    engine = create_engine(url, poolclass=NullPool)
-    try:
-        with engine.begin() as connection:
-            connection.execute(
-                text(
-                    "UPDATE periodic_task SET next_occurrence = :since, nextrun = :since"
-                    " WHERE name LIKE 'backlog-%'"
-                ),
-                {"since": since},
-            )
-    finally:
-        engine.dispose()
+    run_sql(
+        url,
+        "UPDATE periodic_task SET next_occurrence = :since, nextrun = :since"
+        " WHERE name LIKE 'backlog-%'",
+        since=since,
+    )
 
 
 def report(raw_rate: float | None, burst_rate: float | None, drain: Drain) -> int:

@@ -35,6 +35,7 @@ from typing import IO, Any, TypeVar
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
 from bench import REPO, SetupError
 from bridge.storage.database import database_for
@@ -205,6 +206,17 @@ def migrate(url: str) -> None:
         database_for(url).migrate()
     except SQLAlchemyError as exc:
         raise SetupError(f"migrating {safe_url(url)}: {first_line(exc)}") from exc
+
+
+def run_sql(url: str, statement: str, **params: Any) -> list[Any]:
+    """Run one statement on a connection of its own and commit; the rows it returned."""
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.begin() as connection:
+            result = connection.execute(text(statement), params)
+            return list(result) if result.returns_rows else []
+    finally:
+        engine.dispose()
 
 
 def settle(url: str) -> None:

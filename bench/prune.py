@@ -34,9 +34,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import create_engine, text
-from sqlalchemy.pool import NullPool
-
 from bench.beat_app import TASK, app
 from bench.broker_probe import MessageProbe, new_queue
 from bench.harness import (
@@ -46,6 +43,7 @@ from bench.harness import (
     machine_load,
     percentile,
     process_env,
+    run_sql,
     workdir,
 )
 from bench.web import seeded_database
@@ -77,12 +75,8 @@ def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def runs_count(url: str) -> int:
-    engine = create_engine(url, poolclass=NullPool)
-    try:
-        with engine.connect() as connection:
-            return int(connection.scalar(text("SELECT count(*) FROM task_execution")) or 0)
-    finally:
-        engine.dispose()
+    [(count,)] = run_sql(url, "SELECT count(*) FROM task_execution")
+    return int(count)
 
 
 def phase(url: str, options: argparse.Namespace, folder: Path, name: str, prune: bool) -> bool:

@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from celery import Celery
 from celery.schedules import crontab, schedule, solar
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from bridge.celery_schedules import celery_cron_text, fire_times, solar_text, timer_text, zoned
@@ -83,6 +83,17 @@ def local(times: list[datetime], zone: str) -> list[str]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spec=CRONTABS, zone=st.sampled_from(ZONES), start=st.one_of(INSTANTS, NEAR_CHANGES))
+@example(
+    spec={
+        "minute": "*",
+        "hour": "2",
+        "day_of_month": "*",
+        "month_of_year": "*",
+        "day_of_week": "*",
+    },
+    zone="Pacific/Chatham",
+    start=datetime(2026, 4, 4, 14, 0, tzinfo=UTC),
+)
 def test_celery_cron_fires_when_celerys_crontab_does(
     spec: dict[str, str], zone: str, start: datetime
 ) -> None:
@@ -95,7 +106,29 @@ def test_celery_cron_fires_when_celerys_crontab_does(
         with pytest.raises(RuntimeError):
             fire_times(value, start, 10)
         return
-    assert local(upcoming(timer, start, 10), zone) == local(fire_times(value, start, 10), zone)
+    ours = upcoming(timer, start, 10)
+    theirs = fire_times(value, start, 10)
+    if len(theirs) < 10:
+        # Celery's next fire came at or before its last: in an hour the clocks repeat
+        # it takes a wall time for its first pass (Pacific/Chatham, 2026-04-04 14:00
+        # UTC), and its beat would fire at once, tick after tick. Up to there the two
+        # agree; after it, each of ours is a time the crontab names, once.
+        assert ours[: len(theirs)] == theirs
+        assert ours == sorted(set(ours)) and all(t > start for t in ours)
+        assert all(named_by(value, t.astimezone(ZoneInfo(zone))) for t in ours)
+        return
+    assert local(ours, zone) == local(theirs, zone)
+
+
+def named_by(value: crontab, wall: datetime) -> bool:
+    """Whether the crontab's fields all name this wall time (Celery: Sunday is 0)."""
+    return (
+        wall.minute in value.minute
+        and wall.hour in value.hour
+        and wall.day in value.day_of_month
+        and wall.month in value.month_of_year
+        and wall.isoweekday() % 7 in value.day_of_week
+    )
 
 
 @pytest.mark.parametrize("zone", ["Europe/Berlin", "America/New_York"])

@@ -306,13 +306,20 @@ class MessageProbe:
     def wait_for(self, wanted: Callable[[Message], bool], timeout: float) -> Message | None:
         """The first arrival ``wanted`` accepts, waiting up to ``timeout``; None if none came."""
         deadline = time.monotonic() + timeout
+        looked = 0  # each arrival is looked at once: a backlog brings hundreds of thousands
         with self._arrived:
             while True:
-                found = next((a for a in self.arrivals if wanted(a)), None)
+                found = next((a for a in self.arrivals[looked:] if wanted(a)), None)
+                looked = len(self.arrivals)
                 left = deadline - time.monotonic()
                 if found is not None or left <= 0:
                     return found
                 self._arrived.wait(left)
+
+    def popped_after(self, count: int) -> list[Message]:
+        """The arrivals after the first ``count``."""
+        with self._arrived:
+            return self.arrivals[count:]
 
     def since(self, moment: float) -> list[Message]:
         """The arrivals popped after ``moment`` (monotonic)."""

@@ -8,9 +8,9 @@ On a database of ``--schedules`` (10,000) schedules and ``--runs``
 
 1. **pruning off** (``BRIDGE_HISTORY_KEEP_RUNS=0``, ``..._DAYS=0``): the
    baseline;
-2. **pruning on** (the defaults): the watchdog prunes a slice of schedules
-   for up to a second every ``bridge_watchdog_interval`` (5 s), deleting
-   thousands of runs a pass.
+2. **pruning on** (the defaults): the watchdog prunes for up to a second
+   every ``bridge_watchdog_interval`` (5 s), in beat's sleep between two
+   ticks, deleting thousands of runs a pass.
 
 A probe pops each message of the lone schedule off the Redis queue as it
 lands and takes its lateness (arrival - plan time). Printed for each phase:

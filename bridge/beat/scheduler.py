@@ -113,12 +113,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self.fires = FireSequence(
             app, self.settings, self.store, self.housekeeper.store, self.instance
         )
-        self.watchdog = Watchdog(app, self.settings, self.database, lambda: self._in_burst)
+        self.watchdog = Watchdog(app, self.settings, self.database, self.quiet_for)
         self._config_synced = not self.settings.sync_beat_schedule
         #: The rows the next tick claims at most (see FIRST_BATCH).
         self._batch = min(FIRST_BATCH, self.settings.batch_size)
-        #: Whether the last tick claimed a full batch: a burst or a backlog is under way.
-        self._in_burst = False
+        #: Until when beat sleeps between two ticks (``time.monotonic()``); 0 in a tick.
+        self._asleep_until = 0.0
         self._busy = False
         self._stopping = False
         self._closed = False
@@ -162,6 +162,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         """
         if self._stopping:
             raise SystemExit()
+        self._asleep_until = 0.0
         self._busy = True
         try:
             wait = self.guard.run(self._tick)
@@ -169,10 +170,17 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self._busy = False
         if self._stopping:
             raise SystemExit()
+        self._asleep_until = time.monotonic() + wait
         if self._changes is None:
             return wait
         self._changes.wait(wait)
         return 0.0
+
+    def quiet_for(self) -> float:
+        """Seconds left before beat's next tick while it sleeps between two, else 0: the
+        time the watchdog may prune in (asked from its thread). A burst or a backlog
+        (full batches) leaves none."""
+        return max(0.0, self._asleep_until - time.monotonic())
 
     def close(self) -> None:
         """Clear every mark this instance holds, then release the broker connection.
@@ -212,7 +220,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         claimed = self.store.claim_due(
             self.instance, utcnow(), timedelta(seconds=self.settings.lease_seconds), limit
         )
-        full = self._in_burst = len(claimed) >= limit
+        full = len(claimed) >= limit
         self._batch = (
             min(limit * 2, self.settings.batch_size)
             if full

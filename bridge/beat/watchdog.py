@@ -22,6 +22,7 @@ their alerts make each incident opened once and each alert sent once.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.rules.health import TROUBLE, Health, State, health_of, watched
 from bridge.rules.policy import OnOverrun
+from bridge.rules.turns import Turns
 from bridge.storage.beat import BeatStore
 from bridge.storage.database import Database, DatabaseError, error_reason
 from bridge.storage.health import AtRisk, HealthStore
@@ -47,6 +49,15 @@ AT_RISK_LIMIT = 1000
 #: Schedules one pass prunes, and the time it may spend on them.
 PRUNE_SLICE = 50
 PRUNE_BUDGET = 1.0
+#: Pruning runs only while beat sleeps between two ticks, and starts a schedule's
+#: transaction only this long before the next tick at the latest: longer than one
+#: transaction takes (a batch of deletes), so that pruning never runs beside a fire.
+QUIET_MARGIN = 0.25
+#: How often pruning looks for beat's next sleep while it waits for one, in seconds.
+QUIET_POLL = 0.02
+#: A beat with no quiet this long (a long backlog, ticks back to back) prunes anyway,
+#: for one :data:`PRUNE_BUDGET`: history must stay in bounds on a beat never idle.
+STARVED_AFTER = 60.0
 #: How long closed incidents are kept.
 CLOSED_KEPT = timedelta(days=30)
 #: Incidents the watchdog keeps open until their trouble is over, not judged by health.
@@ -70,12 +81,12 @@ class Watchdog:
         app: Celery,
         settings: Settings,
         database: Database,
-        firing: Callable[[], bool] = lambda: False,
+        quiet_for: Callable[[], float] = lambda: math.inf,
     ) -> None:
         self.app = app
         self.settings = settings
-        #: Whether beat is working through a burst or a backlog: pruning waits meanwhile.
-        self.firing = firing
+        #: Seconds left of beat's sleep before its next tick (0 while it fires).
+        self.quiet_for = quiet_for
         self.incidents = IncidentStore(database)
         self.health = HealthStore(database)
         self.retention = Retention(database)
@@ -83,6 +94,7 @@ class Watchdog:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="bridge-watchdog", daemon=True)
         self._prune_after = 0
+        self._pruning = Turns(QUIET_MARGIN, STARVED_AFTER, PRUNE_BUDGET, time.monotonic())
         self._failing: str | None = None
 
     def start(self) -> None:
@@ -204,16 +216,24 @@ class Watchdog:
         """Prune slices of schedules for up to :data:`PRUNE_BUDGET` seconds, carrying on
         next pass where this one stopped.
 
-        Not while beat fires full batches (a burst, a backlog): pruning would
-        take the process's CPU and the database's from the fire, and the
-        runs it deletes can wait a few seconds.
+        Only in beat's sleep between two ticks, each schedule's transaction
+        started at least :data:`QUIET_MARGIN` before the next tick: pruning
+        beside a fire would take the process's CPU and the database's from
+        it, and the runs it deletes can wait. A beat that has had no such
+        quiet for :data:`STARVED_AFTER` seconds prunes anyway, for one budget.
         """
         limits = Limits(self.settings.history_keep_runs, self.settings.history_keep_days)
         if not (limits.keep_runs or limits.keep_days) and not self._prune_after:
             return
         deadline = time.monotonic() + PRUNE_BUDGET
-        while time.monotonic() < deadline and not self.firing():
-            done = self.retention.prune(self._prune_after, PRUNE_SLICE, limits, now)
+        while time.monotonic() < deadline:
+            if not self._may_prune():
+                if self._stop.wait(QUIET_POLL):
+                    return
+                continue
+            done = self.retention.prune(
+                self._prune_after, PRUNE_SLICE, limits, now, go_on=self._may_prune
+            )
             if done.runs:
                 logger.debug("bridge: pruned %d runs of %d schedules", done.runs, done.schedules)
             if done.last_id is None:
@@ -221,3 +241,7 @@ class Watchdog:
                 self.incidents.forget_closed(now - CLOSED_KEPT)
                 return
             self._prune_after = done.last_id
+
+    def _may_prune(self) -> bool:
+        """Whether a schedule's pruning may start now (see :meth:`prune`)."""
+        return self._pruning.may_start(time.monotonic(), self.quiet_for())

@@ -225,3 +225,70 @@ def test_a_held_occurrence_recorded_by_a_beat_that_died_is_sent_once(
     )
     assert row.held is None and row.worker is None
     assert row.next_occurrence == following and row.nextrun == following
+
+
+#: Schedules of the burst test: several batches, the first ones full.
+BURST = 300
+
+
+def test_a_beat_killed_in_a_burst_leaves_one_run_per_occurrence(
+    pg_env: Env, tmp_path: Path
+) -> None:
+    """A burst of 300 schedules due at once: a beat killed as it marks its first full batch
+    sent leaves every occurrence of the burst to the survivors: one run each, its body run
+    once, every row advanced and unmarked."""
+    env = pg_env
+    journal = tmp_path / "journal"
+    from workers.app import app
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    anchor = now + timedelta(seconds=6) - timedelta(hours=1)
+    api = Bridge(app, database_url=env.database_url)
+    try:
+        for i in range(BURST):
+            api.add(
+                f"burst-{i:03d}",
+                task="workers.app.once",
+                timer="every 1h",
+                kwargs={"path": str(journal)},
+                anchor=anchor,
+            )
+    finally:
+        api.database.dispose()
+    plan = anchor + timedelta(hours=1)
+    env.start("worker")
+    doomed = env.start(
+        "beat",
+        scheduler="tests.crashing:CrashingScheduler",
+        BRIDGE_TEST_CRASH_AT="sent",
+        BRIDGE_LEASE_SECONDS=LEASE,
+    )
+    wait_for(lambda: doomed.popen.poll() is not None, 60, what="the beat to die mid-burst")
+    assert doomed.popen.returncode == -signal.SIGKILL
+    [(held,)] = rows(
+        env.database_url, "SELECT count(*) FROM periodic_task WHERE worker IS NOT NULL"
+    )
+    assert held > 0, "the dead beat held rows of the burst"
+
+    survivors = [env.start("beat", BRIDGE_LEASE_SECONDS=LEASE) for _ in range(2)]
+
+    def completed() -> bool:
+        [(done, runs_of_plan, ended)] = rows(
+            env.database_url,
+            "SELECT"
+            " (SELECT count(*) FROM periodic_task WHERE worker IS NULL AND nextrun = :next),"
+            " (SELECT count(*) FROM task_execution WHERE plan_time = :plan),"
+            " (SELECT count(*) FROM task_execution WHERE status = 'SUCCESS')",
+            next=plan + timedelta(hours=1),
+            plan=plan,
+        )
+        return bool(done == runs_of_plan == ended == BURST)
+
+    wait_for(completed, 90, what="the survivors to complete the burst")
+    [(schedules, runs_total)] = rows(
+        env.database_url,
+        "SELECT count(DISTINCT periodic_task_id), count(*) FROM task_execution",
+    )
+    assert schedules == runs_total == BURST, "one run per occurrence"
+    assert journal.read_text() == "ran\n" * BURST, "each body ran exactly once"
+    assert all(beat.popen.poll() is None for beat in survivors)

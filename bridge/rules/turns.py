@@ -1,0 +1,40 @@
+"""When beat's background work (pruning) may take a turn: in the quiet between two ticks.
+
+A prune transaction beside a fire takes the process's CPU and the
+database's from it. Beat knows how long it will sleep before its next tick,
+so the watchdog starts a transaction only while at least a margin of that
+sleep is left. A beat that never sleeps that long (ticks back to back
+through a long backlog) would never prune, and its history would grow
+without bound: once it has had no quiet for a while, the work goes ahead
+anyway for one budget, then waits as long again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class Turns:
+    """The turns of one kind of background work; times are ``time.monotonic()`` seconds."""
+
+    #: The least quiet left before the next tick in which a turn may start.
+    margin: float
+    #: How long without quiet before the work goes ahead anyway.
+    starved_after: float
+    #: How long it then goes ahead.
+    budget: float
+    #: When the work last had quiet, or last went ahead without it.
+    quiet_seen: float
+    #: Until when the work goes ahead without quiet.
+    starved_until: float = 0.0
+
+    def may_start(self, at: float, quiet_left: float) -> bool:
+        """Whether a turn may start at ``at`` with ``quiet_left`` seconds before the next tick."""
+        if quiet_left >= self.margin:
+            self.quiet_seen = at
+            return True
+        if at - self.quiet_seen >= self.starved_after:
+            self.quiet_seen = at
+            self.starved_until = at + self.budget
+        return at < self.starved_until

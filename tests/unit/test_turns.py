@@ -1,0 +1,61 @@
+"""Background work takes its turns in beat's quiet, and goes ahead anyway when starved."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bridge.rules.turns import Turns
+
+MARGIN, STARVED_AFTER, BUDGET = 0.25, 60.0, 1.0
+
+
+def turns() -> Turns:
+    return Turns(MARGIN, STARVED_AFTER, BUDGET, quiet_seen=0.0)
+
+
+#: Asks at increasing times, each with the quiet then left before beat's next tick.
+ASKS = st.lists(
+    st.tuples(st.floats(0.001, 5.0), st.floats(0.0, 2.0)), min_size=1, max_size=400
+).map(
+    lambda steps: [
+        (sum(step for step, _ in steps[: i + 1]), quiet) for i, (_, quiet) in enumerate(steps)
+    ]
+)
+
+
+@given(ASKS)
+def test_quiet_enough_is_always_a_turn(asks: list[tuple[float, float]]) -> None:
+    gate = turns()
+    for at, quiet in asks:
+        assert gate.may_start(at, quiet) or quiet < MARGIN
+
+
+@given(ASKS)
+def test_without_quiet_turns_come_one_budget_a_starved_while(
+    asks: list[tuple[float, float]],
+) -> None:
+    """Turns taken without quiet fall in budgets that start a starved while after quiet."""
+    gate = turns()
+    last_quiet, budget_from = 0.0, None
+    for at, quiet in asks:
+        taken = gate.may_start(at, quiet)
+        if quiet >= MARGIN:
+            last_quiet = at
+            continue
+        if budget_from is not None and at < budget_from + BUDGET:
+            assert taken
+        elif at - last_quiet >= STARVED_AFTER:
+            assert taken
+            budget_from = last_quiet = at
+        else:
+            assert not taken
+
+
+def test_a_beat_that_never_sleeps_still_gets_a_turn_each_starved_while() -> None:
+    gate = turns()
+    asks = [tenth / 10 for tenth in range(3000)]  # five minutes, asked every 0.1 s
+    taken = [at for at in asks if gate.may_start(at, 0.0)]
+    starts = [at for at in taken if round(at - 0.1, 1) not in taken]
+    assert starts == [60.0, 120.0, 180.0, 240.0]
+    assert all(any(s <= at < s + BUDGET for s in starts) for at in taken)

@@ -8,6 +8,7 @@ options.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from typing import Any
 
@@ -37,6 +38,38 @@ def publish(app: Celery, payload: Payload, envelope: Envelope, producer: Any = N
         producer=producer,
         **options,
     )
+
+
+class _SkipsDeclared:
+    """Producer mixin: a declaration kombu has already made on the connection is skipped.
+
+    Celery asks for the task's queue to be declared with every message. Kombu
+    declares it once per connection, but only after binding a copy of the
+    queue to the channel and wrapping the call for retries, every time: a
+    fifth of ``send_task``'s CPU in a batch (measured: 228 against 177 µs a
+    message). This looks in kombu's own record of what the connection has
+    declared first, which kombu clears when it reconnects, so a queue is
+    still declared again on a new connection.
+    """
+
+    connection: Any
+
+    def maybe_declare(self, entity: Any, retry: bool = False, **retry_policy: Any) -> Any:
+        declared = getattr(self.connection, "declared_entities", None) or ()
+        if entity and entity.can_cache_declaration and hash(entity) in declared:
+            return False
+        return super().maybe_declare(entity, retry, **retry_policy)  # type: ignore[misc]
+
+
+@functools.cache
+def _batch_producer_class(producer_class: type) -> type:
+    return type(f"Batch{producer_class.__name__}", (_SkipsDeclared, producer_class), {})
+
+
+def batch_producer(app: Celery, connection: Any) -> Any:
+    """A producer of the app's class for publishing many messages over ``connection``
+    (see :class:`_SkipsDeclared`)."""
+    return _batch_producer_class(app.amqp.Producer)(connection, auto_declare=False)
 
 
 def revoke(app: Celery, run_ids: list[str], terminate: bool = True) -> None:

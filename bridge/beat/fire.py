@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 import kombu.exceptions
 from celery import Celery
 
-from bridge import sending
+from bridge import broker, sending
 from bridge.beat.metrics import BeatMetrics
 from bridge.clock import utcnow
 from bridge.config import Settings
@@ -96,7 +96,7 @@ class Outbox:
             self._connection = self.app.connection_for_write()
         if self._producer is None:
             self._connection.ensure_connection(max_retries=0)
-            self._producer = self.app.amqp.Producer(self._connection, auto_declare=False)
+            self._producer = broker.batch_producer(self.app, self._connection)
         return self._producer
 
     def errors(self) -> tuple[type[BaseException], ...]:
@@ -143,6 +143,8 @@ class _Published:
     """What the publish phase sent, and the fires whose runs could not be sent."""
 
     sent: list[tuple[Fire, Send, str]] = field(default_factory=list)
+    #: When the message of each run sent expires (None: never), by run id.
+    expires: dict[str, datetime | None] = field(default_factory=dict)
     #: Rows not to advance: a message of theirs could not be built, or a defect hit them.
     failed: set[int] = field(default_factory=set)
     #: Rows set aside because a message of theirs could not be built: their note.
@@ -323,7 +325,8 @@ class FireSequence:
                     self._renew(batch)
                     try:
                         sent = self._step(
-                            fire.row, functools.partial(self._publish_fire, fire, recorded)
+                            fire.row,
+                            functools.partial(self._publish_fire, fire, recorded, published),
                         )
                     except sending.NotSent as exc:
                         published.bad[fire.row.id] = self._bad_row_note(fire.row, exc.reason)
@@ -343,22 +346,27 @@ class FireSequence:
         self.store.disable(published.bad, self.instance, utcnow())
         return published
 
-    def _publish_fire(self, fire: Fire, recorded: Recorded) -> list[tuple[Fire, Send, str]]:
-        """Publish the fire's runs that are still PENDING; those published.
+    def _publish_fire(
+        self, fire: Fire, recorded: Recorded, batch: _Published
+    ) -> list[tuple[Fire, Send, str]]:
+        """Publish the fire's runs that are still PENDING; those published, whose expiry
+        goes into ``batch``.
 
         A message that cannot be built ends its run FAILURE and raises
         :class:`~bridge.sending.NotSent`; the row is then set aside.
         """
         published = []
+        expires = fire.expires(utcnow())
         for send, run_id in zip(fire.plan.sends, fire.run_ids, strict=True):
             if recorded.statuses.get(run_id) != RunStatus.PENDING:
                 continue
+            batch.expires[run_id] = expires
             try:
                 sending.publish_or_fail(
                     self.app,
                     self.store,
                     fire.payload,
-                    fire.envelope(send, run_id),
+                    fire.envelope(send, run_id, expires),
                     producer=self.outbox.producer(),
                     transient=self.outbox.errors(),
                 )
@@ -378,7 +386,10 @@ class FireSequence:
 
     def _mark_sent(self, published: _Published) -> None:
         self.store.mark_sent(
-            [Sent(fire.row.id, run_id, fire.expires) for fire, _, run_id in published.sent],
+            [
+                Sent(fire.row.id, run_id, published.expires[run_id])
+                for fire, _, run_id in published.sent
+            ],
             utcnow(),
         )
         for fire, send, run_id in published.sent:

@@ -146,19 +146,28 @@ class Fire:
     run_ids: list[str]
     #: Runs an unfinished fire of the row recorded, which this fire completes.
     own: frozenset[str]
-    #: When the messages of its runs expire (None: never).
-    expires: datetime | None
+    #: The policies the row's runs are sent under (their message expiry).
+    policies: Policies
+    #: The row's occurrence following the fire (None: none), which ``expires next`` uses.
+    following: datetime | None
 
     @property
     def revoke_reason(self) -> str:
         """Why the open runs of ``plan.revoke`` end (overlap ``replace``)."""
         return f"replaced by run {self.run_ids[0]}" if self.run_ids else "replaced"
 
-    def envelope(self, send: Send, run_id: str) -> Envelope:
+    def expires(self, sent: datetime) -> datetime | None:
+        """When the message of one of its runs sent at ``sent`` expires (None: never).
+
+        Reckoned as the message goes, not as the row was decided: a tick that
+        publishes for seconds (a backlog) would otherwise send the last
+        messages of a schedule firing every second already expired.
+        """
+        return expires_at(self.payload, sent, self.policies.expiry(sent, self.following))
+
+    def envelope(self, send: Send, run_id: str, expires: datetime | None) -> Envelope:
         """What the message of one of its runs says of the run."""
-        return Envelope(
-            run_id, self.row.id, self.row.name, send.plan_time, send.trigger, self.expires
-        )
+        return Envelope(run_id, self.row.id, self.row.name, send.plan_time, send.trigger, expires)
 
     def records(self, now: datetime) -> list[dict[str, Any]]:
         """The ``task_execution`` rows of the runs to send, ``PENDING``."""
@@ -199,5 +208,5 @@ def prepare(
         for send in plan.sends
     ]
     following = None if state.fixed_delay else state.timer.next_after(now)
-    expires = expires_at(payload, now, state.policies.expiry(now, following))
-    return Fire(row, payload, plan, run_ids, frozenset(run.id for run in own), expires)
+    own_ids = frozenset(run.id for run in own)
+    return Fire(row, payload, plan, run_ids, own_ids, state.policies, following)

@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import ast
 import json
+import uuid
 from datetime import timedelta
 from itertools import pairwise
 
 import pytest
+from celery import Celery
+from kombu import Queue
 
+from bridge.broker import batch_producer
 from tests.integration.test_policies import (
     FINAL,
     SEC,
@@ -164,3 +168,29 @@ def test_replace_revokes_the_running_run_on_rabbitmq(pg_rabbitmq_env: Env) -> No
     assert any(f"Terminating {r['id']}" in worker.log for r in replaced if r["started_at"])
     assert not [r for r in runs if r["status"] == "SUCCESS"]
     cold_stop(worker)  # its last run would sleep on for 20 s
+
+
+def test_beats_producer_declares_each_queue_once_a_connection(amqp_url: str) -> None:
+    """Celery asks for the task's queue to be declared with every message; beat's producer
+    skips what kombu has declared on the connection already, and declares it again on a
+    new connection: RabbitMQ drops a message sent to a queue nobody declared."""
+    app = Celery("declares", broker=amqp_url, set_as_current=False)
+    queue = f"declared-{uuid.uuid4().hex[:8]}"
+
+    def publish(count: int) -> None:
+        with app.connection_for_write() as connection:
+            producer = batch_producer(app, connection)
+            for i in range(count):
+                app.send_task("tests.nothing", args=[i], producer=producer, queue=queue)
+            assert hash(Queue(queue)) in connection.declared_entities
+
+    def waiting() -> int:
+        with app.connection_for_write() as connection:
+            return int(connection.default_channel.queue_declare(queue, passive=True).message_count)
+
+    publish(3)
+    assert waiting() == 3
+    with app.connection_for_write() as connection:
+        connection.default_channel.queue_delete(queue)
+    publish(2)  # a new connection: the queue is declared again, the messages kept
+    assert waiting() == 2

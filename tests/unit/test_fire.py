@@ -85,11 +85,23 @@ def test_a_due_row_gives_one_pending_run_under_its_occurrences_id() -> None:
 def test_a_message_expires_at_the_following_occurrence_by_default() -> None:
     """Policy ``expires next``: a run not received before the next one is due never runs."""
     now = T0 + 2 * SECOND
-    assert prepare(Row(), [], now).expires == T0 + TEN
+    assert prepare(Row(), [], now).expires(now) == T0 + TEN
     never = Row().with_policies(Policies(expires="never"))
-    assert prepare(never, [], now).expires is None
+    assert prepare(never, [], now).expires(now) is None
     own = Row(options='{"expires": 3}')
-    assert prepare(own, [], now).expires == now + 3 * SECOND
+    assert prepare(own, [], now).expires(now) == now + 3 * SECOND
+
+
+def test_a_message_sent_late_in_a_long_tick_still_has_a_second_to_live() -> None:
+    """The expiry is reckoned as the message goes: a row of a schedule every 10 s decided at
+    T0 + 2 s and sent at T0 + 9.8 s (the end of a backlog's tick) expires a second after it
+    is sent, not 0.2 s later; one sent past the following occurrence, a second after."""
+    fire = prepare(Row(), [], T0 + 2 * SECOND)
+    assert fire.expires(T0 + 9 * SECOND) == T0 + TEN
+    assert fire.expires(T0 + 9.8 * SECOND) == T0 + 10.8 * SECOND
+    assert fire.expires(T0 + 12 * SECOND) == T0 + 13 * SECOND
+    own = prepare(Row(options='{"expires": 3}'), [], T0)
+    assert own.expires(T0 + 5 * SECOND) == T0 + 8 * SECOND
 
 
 def test_replace_revokes_the_open_run_and_says_which_run_replaced_it() -> None:

@@ -206,12 +206,15 @@ def drain_backlog(options: Options, down: int, schedules: int, on_time: int) -> 
                 stop_all([beat])
                 purge_queue(options.redis_url, queue)
             arrivals = probe.since(0.0)
+    if not arrivals:
+        raise SystemExit("beat published nothing")
     until = max(m.at for m in arrivals) if drained is None else drained.at
     backlog = [m for m in arrivals if m.schedule.startswith("backlog-") and m.plan_time < start]
-    published = sum(1 for m in arrivals if m.schedule.startswith("backlog-") and m.at <= until)
-    punctual = [m for m in arrivals if m.schedule.startswith("on-time-") and m.at <= until]
     first = min(m.at for m in arrivals)
-    last = max(m.at for m in backlog)
+    last = max((m.at for m in backlog), default=first)
+    # Counted over the same span as the rate: up to the last owed occurrence.
+    published = sum(1 for m in arrivals if m.schedule.startswith("backlog-") and m.at <= last)
+    punctual = [m for m in arrivals if m.schedule.startswith("on-time-") and m.at <= until]
     return Drain(
         schedules * down, backlog, published, punctual, last - first, cpu, drained is not None
     )
@@ -247,13 +250,14 @@ def report(raw_rate: float | None, burst_rate: float | None, drain: Drain) -> in
         f"backlog {'drained' if drain.drained else 'NOT drained'} in {drain.seconds:.1f} s:"
         f" {drain.published:,} messages of its schedules (owed and falling due meanwhile),"
         f" {rate:,.0f}/s, x burst {ratio} (target 0.80); owed ones"
-        f" {len(drain.backlog) / drain.seconds:,.0f}/s; beat CPU {drain.cpu:.1f} s"
+        f" {len(drain.backlog) / drain.seconds if drain.seconds > 0 else 0.0:,.0f}/s;"
+        f" beat CPU {drain.cpu:.1f} s"
     )
     steps = [
         (a.plan_time - b.plan_time).total_seconds()
         for a, b in zip(drain.backlog, drain.backlog[1:], strict=False)
     ]
-    print(f"oldest first: largest step back in plan time {max(0.0, *steps):.0f} s")
+    print(f"oldest first: largest step back in plan time {max([0.0, *steps]):.0f} s")
     tick = TICK_MESSAGES * Settings().batch_size / rate if rate else float("nan")
     late = [m.lateness for m in drain.on_time]
     if late:

@@ -174,6 +174,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if self._changes is None:
             return wait
         self._changes.wait(wait)
+        self._asleep_until = 0.0  # a change may have ended the sleep early
         return 0.0
 
     def quiet_for(self) -> float:

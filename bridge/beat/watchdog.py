@@ -51,12 +51,13 @@ PRUNE_SLICE = 50
 PRUNE_BUDGET = 1.0
 #: Pruning runs only while beat sleeps between two ticks, and starts a schedule's
 #: transaction only this long before the next tick at the latest: longer than one
-#: transaction takes (a batch of deletes), so that pruning never runs beside a fire.
+#: transaction takes (a batch of deletes), so that pruning does not run beside this
+#: beat's fires (a change notification that wakes beat early aside).
 QUIET_MARGIN = 0.25
 #: How often pruning looks for beat's next sleep while it waits for one, in seconds.
 QUIET_POLL = 0.02
 #: A beat with no quiet this long (a long backlog, ticks back to back) prunes anyway,
-#: for one :data:`PRUNE_BUDGET`: history must stay in bounds on a beat never idle.
+#: for one :data:`PRUNE_BUDGET`: slowly, but its history does not grow unchecked.
 STARVED_AFTER = 60.0
 #: How long closed incidents are kept.
 CLOSED_KEPT = timedelta(days=30)
@@ -231,6 +232,8 @@ class Watchdog:
                 if self._stop.wait(QUIET_POLL):
                     return
                 continue
+            # A turn taken without quiet gets its whole budget, wherever in the pass it began.
+            deadline = max(deadline, self._pruning.starved_until)
             done = self.retention.prune(
                 self._prune_after, PRUNE_SLICE, limits, now, go_on=self._may_prune
             )

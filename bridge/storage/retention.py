@@ -49,7 +49,7 @@ class Pruned:
 
     schedules: int
     runs: int
-    #: The id of the last schedule of the slice; None when the slice reached the end.
+    #: The id of the last schedule done; None when the slice reached the end.
     last_id: int | None
 
 

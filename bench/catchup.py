@@ -116,9 +116,7 @@ class Finisher:
             arrived = self.probe.popped_after(self._done)
             ids = [m.run_id for m in arrived]
             self._done += len(arrived)
-            for _ in range(CONFLICT_RETRIES):
-                if not ids:
-                    break
+            for _ in range(CONFLICT_RETRIES if ids else 0):
                 try:
                     with self.engine.begin() as connection:
                         connection.execute(text(FINISH), {"ids": ids})

@@ -33,7 +33,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import kombu.exceptions
 from celery import Celery
@@ -138,13 +138,20 @@ class _Batch:
         return list(self.rows)
 
 
+class _Out(NamedTuple):
+    """One run published: its fire, its occurrence, its id, and when its message expires."""
+
+    fire: Fire
+    send: Send
+    run_id: str
+    expires: datetime | None
+
+
 @dataclass
 class _Published:
     """What the publish phase sent, and the fires whose runs could not be sent."""
 
-    sent: list[tuple[Fire, Send, str]] = field(default_factory=list)
-    #: When the message of each run sent expires (None: never), by run id.
-    expires: dict[str, datetime | None] = field(default_factory=dict)
+    sent: list[_Out] = field(default_factory=list)
     #: Rows not to advance: a message of theirs could not be built, or a defect hit them.
     failed: set[int] = field(default_factory=set)
     #: Rows set aside because a message of theirs could not be built: their note.
@@ -192,7 +199,7 @@ class FireSequence:
         published = self._publish(batch, fires, recorded)
         sent_at = utcnow()
         self.metrics.published(
-            (sent_at - (fire.row.nextrun or now)).total_seconds() for fire, _, _ in published.sent
+            (sent_at - (out.fire.row.nextrun or now)).total_seconds() for out in published.sent
         )
         self._mark_sent(published)
         failed = set(published.failed)
@@ -325,8 +332,7 @@ class FireSequence:
                     self._renew(batch)
                     try:
                         sent = self._step(
-                            fire.row,
-                            functools.partial(self._publish_fire, fire, recorded, published),
+                            fire.row, functools.partial(self._publish_fire, fire, recorded)
                         )
                     except sending.NotSent as exc:
                         published.bad[fire.row.id] = self._bad_row_note(fire.row, exc.reason)
@@ -346,11 +352,8 @@ class FireSequence:
         self.store.disable(published.bad, self.instance, utcnow())
         return published
 
-    def _publish_fire(
-        self, fire: Fire, recorded: Recorded, batch: _Published
-    ) -> list[tuple[Fire, Send, str]]:
-        """Publish the fire's runs that are still PENDING; those published, whose expiry
-        goes into ``batch``.
+    def _publish_fire(self, fire: Fire, recorded: Recorded) -> list[_Out]:
+        """Publish the fire's runs that are still PENDING; those published.
 
         A message that cannot be built ends its run FAILURE and raises
         :class:`~bridge.sending.NotSent`; the row is then set aside.
@@ -360,7 +363,6 @@ class FireSequence:
         for send, run_id in zip(fire.plan.sends, fire.run_ids, strict=True):
             if recorded.statuses.get(run_id) != RunStatus.PENDING:
                 continue
-            batch.expires[run_id] = expires
             try:
                 sending.publish_or_fail(
                     self.app,
@@ -373,7 +375,7 @@ class FireSequence:
             except self.outbox.errors() as exc:
                 logger.debug("bridge: could not send %r: %s", fire.row.name, exc)
                 raise PublishFailed(exc) from exc
-            published.append((fire, send, run_id))
+            published.append(_Out(fire, send, run_id, expires))
         return published
 
     def _broker_failed(self, batch: _Batch) -> None:
@@ -386,13 +388,10 @@ class FireSequence:
 
     def _mark_sent(self, published: _Published) -> None:
         self.store.mark_sent(
-            [
-                Sent(fire.row.id, run_id, published.expires[run_id])
-                for fire, _, run_id in published.sent
-            ],
+            [Sent(out.fire.row.id, out.run_id, out.expires) for out in published.sent],
             utcnow(),
         )
-        for fire, send, run_id in published.sent:
+        for fire, send, run_id, _ in published.sent:
             attempt = f" attempt {send.attempt}" if send.attempt > 1 else ""
             logger.info(
                 "bridge: fired %r plan %s%s task id %s (%s)",

@@ -57,22 +57,33 @@ CASES = [(point, "defaults") for point in POINTS] + [
 ]
 
 
-def add_crash_schedule(env: Env, journal: Path, anchor: datetime, **policies: Any) -> Any:
-    """The hourly schedule ``crash`` anchored at ``anchor``; its task journals each body run."""
+def add_hourly(
+    env: Env, names: list[str], journal: Path, anchor: datetime, **policies: Any
+) -> list[Any]:
+    """Hourly schedules anchored at ``anchor`` whose task journals each body run."""
     from workers.app import app
 
     api = Bridge(app, database_url=env.database_url)
     try:
-        return api.add(
-            "crash",
-            task="workers.app.once",
-            timer="every 1h",
-            kwargs={"path": str(journal)},
-            anchor=anchor,
-            **policies,
-        )
+        return [
+            api.add(
+                name,
+                task="workers.app.once",
+                timer="every 1h",
+                kwargs={"path": str(journal)},
+                anchor=anchor,
+                **policies,
+            )
+            for name in names
+        ]
     finally:
         api.database.dispose()
+
+
+def add_crash_schedule(env: Env, journal: Path, anchor: datetime, **policies: Any) -> Any:
+    """The hourly schedule ``crash`` anchored at ``anchor``; its task journals each body run."""
+    [schedule] = add_hourly(env, ["crash"], journal, anchor, **policies)
+    return schedule
 
 
 def add_due_soon(env: Env, journal: Path, policies: dict[str, Any]) -> datetime:
@@ -239,22 +250,9 @@ def test_a_beat_killed_in_a_burst_leaves_one_run_per_occurrence(
     once, every row advanced and unmarked."""
     env = pg_env
     journal = tmp_path / "journal"
-    from workers.app import app
-
     now = datetime.now(UTC).replace(microsecond=0)
     anchor = now + timedelta(seconds=6) - timedelta(hours=1)
-    api = Bridge(app, database_url=env.database_url)
-    try:
-        for i in range(BURST):
-            api.add(
-                f"burst-{i:03d}",
-                task="workers.app.once",
-                timer="every 1h",
-                kwargs={"path": str(journal)},
-                anchor=anchor,
-            )
-    finally:
-        api.database.dispose()
+    add_hourly(env, [f"burst-{i:03d}" for i in range(BURST)], journal, anchor)
     plan = anchor + timedelta(hours=1)
     env.start("worker")
     doomed = env.start(

@@ -145,7 +145,8 @@ def mark_sent(session: Session, runs: Sequence[Sent], now: datetime) -> None:
     if not runs:
         return
     schedule_ids = sorted({run.schedule_id for run in runs})
-    run_ids = sorted(run.run_id for run in runs)
+    runs = sorted(runs, key=lambda run: run.run_id)
+    run_ids = [run.run_id for run in runs]
     unsent = TaskExecution.status == RunStatus.PENDING
     _lock_in_order(session, TaskExecution.id, run_ids, unsent)
     values = {"status": RunStatus.SENT, "queued_at": now, "updated_at": now}

@@ -145,6 +145,50 @@ def test_sigterm_finishes_the_fire_in_hand_clears_marks_and_exits(pg_env: Env) -
     assert "database -> postgresql+psycopg://" in beat.log
 
 
+def test_each_run_of_a_batch_keeps_its_own_expiry(pg_env: Env) -> None:
+    env = pg_env
+    # Rows due at one instant, fired in one tick in the order of their ids; their run ids
+    # (the plan time, then a hash) sort otherwise. Their expiries lie far apart.
+    now = datetime.now(UTC)
+    expiries = {f"e{index:02}": (30 - index) * 600 for index in range(30)}
+    for name, seconds in expiries.items():
+        execute(
+            env.database_url,
+            "INSERT INTO periodic_task (name, task, args, kwargs, options, timer, timezone,"
+            " anchor, enabled, nextrun, overlap, expires, source, broken, created_at,"
+            " updated_at, total_run_count, skipped_count, missed_count) VALUES (:n,"
+            " 'workers.app.quick', '[]', '{}', '{}', 'every 1h', 'UTC', :t, true, :t, 'allow',"
+            " :e, 'api', false, :t, :t, 0, 0, 0)",
+            n=name,
+            t=now,
+            e=f"{seconds}s",
+        )
+    beat = env.start("beat")
+    sent = wait_for(
+        lambda: (
+            found
+            if len(
+                found := rows(
+                    env.database_url,
+                    "SELECT p.name, e.queued_at, e.expires_at FROM task_execution e"
+                    " JOIN periodic_task p ON p.id = e.periodic_task_id"
+                    " WHERE e.status = 'SENT'",
+                )
+            )
+            == len(expiries)
+            else None
+        ),
+        30,
+        what="every run sent",
+    )
+    for name, queued_at, expires_at in sent:
+        # Reckoned as the message went, a moment before the run was marked sent.
+        left = (expires_at - queued_at).total_seconds()
+        assert expiries[name] - 5 < left <= expiries[name], (name, left)
+    beat.signal(signal.SIGTERM)
+    assert beat.popen.wait(20) == 0
+
+
 @pytest.mark.parametrize(
     "options",
     [

@@ -66,8 +66,8 @@ from bench.harness import (
     stop_all,
     write_jsonl,
 )
-from bridge.beat.fire import TICK_MESSAGES
 from bridge.config import Settings
+from bridge.rules.decisions import TICK_MESSAGES
 
 #: Seconds from importing the schedules to the on-time ones' first occurrence.
 LEAD = 5.0

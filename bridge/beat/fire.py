@@ -43,7 +43,7 @@ from bridge.beat.metrics import BeatMetrics
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import BridgeError
-from bridge.rules.decisions import CATCHUP_PER_TICK, OpenRun, Send, split_stale
+from bridge.rules.decisions import OpenRun, Send, catchup_share, split_stale
 from bridge.rules.fire import Fire, RowRefused, ScheduleRow, prepare
 from bridge.rules.kinds import RunStatus
 from bridge.storage.beat import Advance, BeatStore, Recorded, Replaced, Row, Sent
@@ -54,11 +54,6 @@ logger = logging.getLogger("bridge.scheduler")
 
 #: Messages per broker round trip when a batch is published (Redis pipelines them).
 PUBLISH_PIPELINE = 500
-#: The messages a tick sends at most for catch-up ``all``, as many batch sizes: a backlog of
-#: many rows takes fewer occurrences of each (at least one) so that a tick stays short and
-#: a schedule falling due now waits for one tick at most behind the backlog.
-TICK_MESSAGES = 4
-
 _T = TypeVar("_T")
 
 
@@ -181,15 +176,19 @@ class FireSequence:
         #: A defect hit a row: the tick is followed by a pause.
         self.troubled = False
 
-    def fire(self, claimed: Sequence[Row], stopping: Callable[[], bool]) -> int:
+    def fire(
+        self, claimed: Sequence[Row], stopping: Callable[[], bool], more_due: bool = False
+    ) -> int:
         """Run every phase for a batch of claimed rows; the number of runs published.
 
         ``stopping`` says SIGTERM came: a batch not yet recorded is let go at once.
+        ``more_due``: the claim was full, more rows may be due behind these
+        (see :func:`~bridge.rules.decisions.catchup_share`).
         """
         now = utcnow()
         batch = _Batch.of(claimed)
         live = self._settle_stale(batch, now)
-        fires, bad = self._prepare(batch, live, now)
+        fires, bad = self._prepare(batch, live, now, more_due)
         if stopping():
             self.store.release(self.instance, batch.ids)
             return 0
@@ -244,13 +243,12 @@ class FireSequence:
     # -- 2. prepare ------------------------------------------------------------------
 
     def _prepare(
-        self, batch: _Batch, live: dict[int, list[OpenRun]], now: datetime
+        self, batch: _Batch, live: dict[int, list[OpenRun]], now: datetime, more_due: bool
     ) -> tuple[list[Fire], dict[int, str]]:
         """Decide every row, with no I/O; the fires, and the notes of the rows set aside."""
         fires: list[Fire] = []
         bad: dict[int, str] = {}
-        share = TICK_MESSAGES * self.settings.batch_size // max(1, len(batch.rows))
-        catchup_limit = max(1, min(CATCHUP_PER_TICK, share))
+        catchup_limit = catchup_share(len(batch.rows), self.settings.batch_size, more_due)
         for row in batch.rows.values():
             try:
                 fire = self._step(

@@ -227,7 +227,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             if full
             else min(FIRST_BATCH, self.settings.batch_size)
         )
-        fired = self.fires.fire(claimed, lambda: self._stopping) if claimed else 0
+        fired = self.fires.fire(claimed, lambda: self._stopping, full) if claimed else 0
         took = time.perf_counter() - started
         self.metrics.ticked(took, len(claimed))
         logger.debug(

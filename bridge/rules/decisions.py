@@ -26,8 +26,12 @@ from bridge.rules.timers import IntervalTimer, Timer
 from bridge.rules.values import column_of
 
 #: Catch-up ``all`` sends at most this many occurrences of one schedule per tick (beat
-#: asks for fewer when a tick holds many rows: see bridge.beat.fire.TICK_MESSAGES).
+#: asks for fewer when a tick holds many rows: see :func:`catchup_share`).
 CATCHUP_PER_TICK = 100
+#: The messages a tick sends at most for catch-up ``all``, as many batch sizes: a backlog of
+#: many rows takes fewer occurrences of each (at least one) so that a tick stays short and
+#: a schedule falling due now waits for one tick at most behind the backlog.
+TICK_MESSAGES = 4
 #: Counting missed occurrences of a cron timer stops here (about 69 days of
 #: a per-minute job); interval timers are counted exactly.
 COUNT_CAP = 100_000
@@ -260,6 +264,22 @@ def split_stale(
 def awaits_beat(status: str, trigger: str) -> bool:
     """A run beat recorded but has not sent yet: beat resumes it; it is never lost."""
     return status == RunStatus.PENDING and trigger in SCHEDULED_TRIGGERS
+
+
+def catchup_share(rows: int, batch_size: int, more_due: bool) -> int:
+    """How many owed occurrences of each of ``rows`` claimed rows a tick sends at most
+    under catch-up ``all``.
+
+    A tick sends about :data:`TICK_MESSAGES` batch sizes of messages, shared
+    among its rows, at least one each and at most :data:`CATCHUP_PER_TICK`.
+    When the claim was full (``more_due``: rows may wait behind these, as in
+    the first small claims of a backlog), the share is that of a full batch:
+    a few rows taken first must not run tens of occurrences ahead of the
+    others, so a backlog goes out oldest first across its schedules, each
+    tick at most a few occurrences ahead of the next.
+    """
+    among = batch_size if more_due else rows
+    return max(1, min(CATCHUP_PER_TICK, TICK_MESSAGES * batch_size // max(1, among)))
 
 
 def decide(

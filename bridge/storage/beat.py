@@ -102,11 +102,12 @@ class BeatStore:
 
     def claim_due(self, instance: str, now: datetime, lease: timedelta, limit: int) -> list[Row]:
         """Mark up to ``limit`` due rows for ``instance``: those due within the last
-        :data:`ON_TIME` first, then the others, oldest ``nextrun`` first.
+        :data:`ON_TIME` if there are any, else the older ones; oldest ``nextrun`` first.
 
-        On time first, so that a backlog (beat was down, catch-up ``all``) or
-        a burst longer than a tick never holds back a schedule falling due
-        now: it goes out in the next tick, whatever lies behind it.
+        On time first, and alone, so that a backlog (beat was down, catch-up
+        ``all``) or a burst longer than a tick never holds back a schedule
+        falling due now: it goes out in the next tick, a short one, whatever
+        lies behind it. The older rows follow in the tick after, at once.
 
         A row is claimable when it is unmarked, its mark has expired, the
         instance that marked it is dead (:mod:`bridge.storage.presence`), or the
@@ -119,9 +120,9 @@ class BeatStore:
         late = now - ON_TIME
         with self.database.session() as session:
             rows = self._claim(session, instance, now, lease, limit, PeriodicTask.nextrun > late)
-            if len(rows) < limit:
-                rows += self._claim(
-                    session, instance, now, lease, limit - len(rows), PeriodicTask.nextrun <= late
+            if not rows:
+                rows = self._claim(
+                    session, instance, now, lease, limit, PeriodicTask.nextrun <= late
                 )
         return rows
 

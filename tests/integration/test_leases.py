@@ -158,7 +158,7 @@ def test_the_marks_of_a_dead_instance_are_taken_over_at_once_on_postgres(api: Br
 
 def test_a_claim_takes_rows_due_now_before_a_backlog(api: Bridge) -> None:
     """A schedule falling due now goes out in the next tick, however long the backlog
-    ahead of it (beat was down; catch-up ``all``): the on-time rows come first."""
+    ahead of it (beat was down; catch-up ``all``): the on-time rows come first, alone."""
     now = utcnow()
     for name, due in (("old", now - timedelta(minutes=10)), ("older", now - timedelta(hours=1))):
         api.add(name, task=QUICK, timer="every 1h", anchor=due)
@@ -168,7 +168,8 @@ def test_a_claim_takes_rows_due_now_before_a_backlog(api: Bridge) -> None:
             row.next_occurrence = row.nextrun = row.anchor
     store = BeatStore(api.database)
     with alive(api.database, "beat-1"):
-        [first] = store.claim_due("beat-1", now, LEASE, 1)
+        # Room for ten rows: the one due now, without the backlog.
+        [first] = store.claim_due("beat-1", now, LEASE, 10)
         rest = store.claim_due("beat-1", now + timedelta(seconds=30), LEASE, 10)
     assert first.name == "now"
     # The mark of the first claim is the instance's own: claimed again, now late, behind the

@@ -20,10 +20,12 @@ from bridge.rules.decisions import (
     NOTE_NO_OCCURRENCE,
     NOTE_NO_RUNS_LEFT,
     NOTE_PAST_END,
+    TICK_MESSAGES,
     OpenRun,
     Outcome,
     Send,
     State,
+    catchup_share,
     decide,
     finish_note,
     fire_time,
@@ -157,6 +159,27 @@ def test_a_tick_that_asks_for_fewer_gets_the_oldest_and_resumes_after_them(limit
     plan = decide(state(catchup="all", overlap="allow"), at(10 * 200 + 5), [], limit)
     assert [s.plan_time for s in plan.sends] == [at(10 * k) for k in range(1, limit + 1)]
     assert plan.next_occurrence == at(10 * (limit + 1))
+
+
+@given(
+    batch_size=st.integers(min_value=1, max_value=5000),
+    rows=st.integers(min_value=1, max_value=5000),
+    more_due=st.booleans(),
+)
+def test_a_ticks_catchup_share_keeps_the_tick_short_and_the_backlog_in_step(
+    batch_size: int, rows: int, more_due: bool
+) -> None:
+    """Each row gets at least one occurrence and at most CATCHUP_PER_TICK; the tick sends
+    about TICK_MESSAGES batch sizes; a full claim's rows get a full batch's share, however
+    few they are, so the first small claims of a backlog do not run ahead of the rest."""
+    rows = min(rows, batch_size)
+    share = catchup_share(rows, batch_size, more_due)
+    assert 1 <= share <= CATCHUP_PER_TICK
+    assert rows * share <= max(rows, TICK_MESSAGES * batch_size)
+    if more_due:
+        assert share == catchup_share(batch_size, batch_size, False)
+    else:
+        assert share == CATCHUP_PER_TICK or (rows * (share + 1) > TICK_MESSAGES * batch_size)
 
 
 def test_catchup_none_sends_nothing_and_resyncs_to_the_future() -> None:

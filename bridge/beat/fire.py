@@ -22,6 +22,13 @@
 5. **Mark sent.** One statement moves them to ``SENT``.
 6. **Advance.** One transaction moves each row's cursor and clears its mark.
 
+On PostgreSQL, when more rows are due behind a batch (a burst, a backlog),
+phases 5 and 6 of the batch run on a thread of their own while the next
+batch is claimed, decided, recorded and published: the beat would otherwise
+sit idle while the server writes them. One batch at most is finishing so;
+its rows are kept out of the next claim, and the tick that empties the
+queue waits for it, as does SIGTERM.
+
 A database or broker outage ends the batch (beat backs off and resumes every
 row from its records); a defect on one row spares the others.
 """
@@ -31,6 +38,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, TypeVar
@@ -142,6 +150,13 @@ class _Out(NamedTuple):
     expires: datetime | None
 
 
+class _Finishing(NamedTuple):
+    """Phases 5 and 6 of a batch under way on the finishing thread, and its rows."""
+
+    done: Future[None]
+    rows: frozenset[int]
+
+
 @dataclass
 class _Published:
     """What the publish phase sent, and the fires whose runs could not be sent."""
@@ -175,6 +190,12 @@ class FireSequence:
         self.sent = 0
         #: A defect hit a row: the tick is followed by a pause.
         self.troubled = False
+        self._finisher = (
+            ThreadPoolExecutor(1, thread_name_prefix="bridge-finish")
+            if store.database.is_postgres
+            else None
+        )
+        self._finishing: _Finishing | None = None
 
     def fire(
         self, claimed: Sequence[Row], stopping: Callable[[], bool], more_due: bool = False
@@ -183,7 +204,9 @@ class FireSequence:
 
         ``stopping`` says SIGTERM came: a batch not yet recorded is let go at once.
         ``more_due``: the claim was full, more rows may be due behind these
-        (see :func:`~bridge.rules.decisions.catchup_share`).
+        (see :func:`~bridge.rules.decisions.catchup_share`); the batch is then
+        marked sent and advanced on the finishing thread, if there is one,
+        while the caller goes on (see :meth:`finish`).
         """
         now = utcnow()
         batch = _Batch.of(claimed)
@@ -200,10 +223,52 @@ class FireSequence:
         self.metrics.published(
             (sent_at - (out.fire.row.nextrun or now)).total_seconds() for out in published.sent
         )
-        self._mark_sent(published)
-        failed = set(published.failed)
-        self._advance(batch, [f for f in fires if f.row.id not in failed], recorded, now)
+        advancing = [fire for fire in fires if fire.row.id not in published.failed]
+        work = functools.partial(self._finish_batch, batch, published, advancing, recorded, now)
+        previous, self._finishing = self._finishing, None
+        try:
+            if more_due and self._finisher is not None and not stopping():
+                self._finishing = _Finishing(self._finisher.submit(work), frozenset(batch.rows))
+            else:
+                work()
+        finally:
+            if previous is not None:
+                previous.done.result()
         return len(published.sent)
+
+    @property
+    def finishing(self) -> frozenset[int]:
+        """The rows of the batch still being marked sent and advanced on the finishing
+        thread: this instance holds them, and must not claim them again meanwhile."""
+        return self._finishing.rows if self._finishing is not None else frozenset()
+
+    def finish(self) -> None:
+        """Wait until the batch on the finishing thread is marked sent and advanced;
+        raise what stopped it (a database outage: its rows are resumed from their
+        records, as after a crash)."""
+        finishing, self._finishing = self._finishing, None
+        if finishing is not None:
+            finishing.done.result()
+
+    def close(self) -> None:
+        """Finish the batch in hand, then stop the finishing thread."""
+        try:
+            self.finish()
+        finally:
+            if self._finisher is not None:
+                self._finisher.shutdown()
+
+    def _finish_batch(
+        self,
+        batch: _Batch,
+        published: _Published,
+        advancing: list[Fire],
+        recorded: Recorded,
+        now: datetime,
+    ) -> None:
+        """Phases 5 and 6."""
+        self._mark_sent(published)
+        self._advance(batch, advancing, recorded, now)
 
     # -- 1. settle stale runs ------------------------------------------------------
 

@@ -184,7 +184,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         return max(0.0, self._asleep_until - time.monotonic())
 
     def close(self) -> None:
-        """Clear every mark this instance holds, then release the broker connection.
+        """Finish the batch in hand, clear every mark this instance holds, then release
+        the broker connection.
 
         Beat calls this twice on SIGTERM (from its signal handler and on the
         way out); the second call has nothing left to do.
@@ -192,6 +193,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if not self._closed:
             self._closed = True
             try:
+                self.fires.close()
                 self.store.release(self.instance)
                 self.housekeeper.forget_self(utcnow())
             except DatabaseError as exc:
@@ -219,7 +221,11 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self._presence.hold()
         limit = self._batch
         claimed = self.store.claim_due(
-            self.instance, utcnow(), timedelta(seconds=self.settings.lease_seconds), limit
+            self.instance,
+            utcnow(),
+            timedelta(seconds=self.settings.lease_seconds),
+            limit,
+            besides=self.fires.finishing,
         )
         full = len(claimed) >= limit
         self._batch = (
@@ -228,6 +234,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             else min(FIRST_BATCH, self.settings.batch_size)
         )
         fired = self.fires.fire(claimed, lambda: self._stopping, full) if claimed else 0
+        if not full or self._stopping:
+            self.fires.finish()
         took = time.perf_counter() - started
         self.metrics.ticked(took, len(claimed))
         logger.debug(

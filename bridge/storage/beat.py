@@ -7,7 +7,7 @@ a schedule it does not hold. Each method is one transaction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
@@ -100,7 +100,14 @@ class BeatStore:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    def claim_due(self, instance: str, now: datetime, lease: timedelta, limit: int) -> list[Row]:
+    def claim_due(
+        self,
+        instance: str,
+        now: datetime,
+        lease: timedelta,
+        limit: int,
+        besides: Collection[int] = (),
+    ) -> list[Row]:
         """Mark up to ``limit`` due rows for ``instance``: those due within the last
         :data:`ON_TIME` if there are any, else the older ones; oldest ``nextrun`` first.
 
@@ -115,14 +122,18 @@ class BeatStore:
         PostgreSQL the candidate rows are locked with ``SKIP LOCKED`` so that
         concurrent instances claim disjoint batches without waiting; SQLite
         serialises writers, which makes the same statement a compare-and-set.
-        Each part reads a range of the due index.
+        Each part reads a range of the due index. Rows in ``besides`` (this
+        instance's, still being finished) are left out.
         """
         late = now - ON_TIME
         with self.database.session() as session:
-            rows = self._claim(session, instance, now, lease, limit, PeriodicTask.nextrun > late)
+            others = [~among(session, PeriodicTask.id, besides)] if besides else []
+            rows = self._claim(
+                session, instance, now, lease, limit, PeriodicTask.nextrun > late, *others
+            )
             if not rows:
                 rows = self._claim(
-                    session, instance, now, lease, limit, PeriodicTask.nextrun <= late
+                    session, instance, now, lease, limit, PeriodicTask.nextrun <= late, *others
                 )
         return rows
 
@@ -133,15 +144,15 @@ class BeatStore:
         now: datetime,
         lease: timedelta,
         limit: int,
-        window: ColumnElement[bool],
+        *where: ColumnElement[bool],
     ) -> list[Row]:
-        """Mark up to ``limit`` due rows within ``window``; sorted by ``nextrun``, then id."""
+        """Mark up to ``limit`` due rows where ``where`` holds; sorted by ``nextrun``, then id."""
         candidates = (
             select(PeriodicTask.id)
             .where(
                 PeriodicTask.enabled,
                 PeriodicTask.nextrun <= now,
-                window,
+                *where,
                 claimable(session, instance, now - lease),
             )
             .order_by(PeriodicTask.nextrun)

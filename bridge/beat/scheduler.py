@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -117,6 +117,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self._config_synced = not self.settings.sync_beat_schedule
         #: The rows the next tick claims at most (see FIRST_BATCH).
         self._batch = min(FIRST_BATCH, self.settings.batch_size)
+        #: When the last claim was made: rows due since are on time (see BeatStore.claim_due).
+        self._claimed_at: datetime | None = None
         #: Until when beat sleeps between two ticks (``time.monotonic()``); 0 in a tick.
         self._asleep_until = 0.0
         self._busy = False
@@ -220,13 +222,16 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             # Before the claim: a mark made without the lock would be taken over at once.
             self._presence.hold()
         limit = self._batch
+        now = utcnow()
         claimed = self.store.claim_due(
             self.instance,
-            utcnow(),
+            now,
             timedelta(seconds=self.settings.lease_seconds),
             limit,
             besides=self.fires.finishing,
+            since=self._claimed_at,
         )
+        self._claimed_at = now
         full = len(claimed) >= limit
         self._batch = (
             min(limit * 2, self.settings.batch_size)

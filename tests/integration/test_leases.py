@@ -161,17 +161,23 @@ def test_a_claim_takes_rows_due_now_before_a_backlog(api: Bridge) -> None:
     ahead of it (beat was down; catch-up ``all``): the on-time rows come first, alone."""
     now = utcnow()
     for name, due in (("old", now - timedelta(minutes=10)), ("older", now - timedelta(hours=1))):
-        api.add(name, task=QUICK, timer="every 1h", anchor=due)
-    api.add("now", task=QUICK, timer="every 1h", anchor=now)
+        api.add(name, task=QUICK, timer="every 1h", anchor=due, catchup="all")
+    api.add("now", task=QUICK, timer="every 1h", anchor=now, catchup="all")
+    # Late, but it owes one message at most: never behind a backlog.
+    api.add("latest", task=QUICK, timer="every 1h", anchor=now - timedelta(hours=2))
     with api.database.session() as session:
         for row in session.scalars(select(PeriodicTask)):
             row.next_occurrence = row.nextrun = row.anchor
     store = BeatStore(api.database)
     with alive(api.database, "beat-1"):
-        # Room for ten rows: the one due now, without the backlog.
-        [first] = store.claim_due("beat-1", now, LEASE, 10)
-        rest = store.claim_due("beat-1", now + timedelta(seconds=30), LEASE, 10)
-    assert first.name == "now"
-    # The mark of the first claim is the instance's own: claimed again, now late, behind the
-    # older backlog.
+        # Room for ten rows: those on time, without the backlog.
+        first = store.claim_due("beat-1", now, LEASE, 10)
+        # After a tick longer than a second, a row due since the previous claim is on time.
+        later = now + timedelta(seconds=30)
+        again = store.claim_due("beat-1", later, LEASE, 10, since=now - timedelta(seconds=1))
+        # Without it, and with "latest" still being finished (kept out), the backlog.
+        rest = store.claim_due("beat-1", later, LEASE, 10, besides=[first[0].id])
+    assert [row.name for row in first] == [row.name for row in again] == ["latest", "now"]
+    # The mark of the first claim is the instance's own: "now" is claimed again, late,
+    # behind the older backlog.
     assert [row.name for row in rest] == ["older", "old", "now"]

@@ -120,11 +120,11 @@ class BeatStore:
         falling due during it has had no claim yet. A row whose catch-up is
         not ``all`` is on time however late: it owes one message at most,
         and behind a backlog it would wait for all of it, missing its
-        occurrences meanwhile. On time first, and alone,
-        so that a backlog (beat was down, catch-up ``all``) or a burst longer
-        than a tick never holds back a schedule falling due now: it goes out
-        in the next tick, a short one, whatever lies behind it. The older
-        rows follow in the tick after, at once.
+        occurrences meanwhile. On time first, and alone, so that a backlog
+        (beat was down, catch-up ``all``) or a burst longer than a tick never
+        holds back a schedule falling due now: it goes out in the next tick,
+        a short one, whatever lies behind it. The backlog follows in the tick
+        after, at once.
 
         A row is claimable when it is unmarked, its mark has expired, the
         instance that marked it is dead (:mod:`bridge.storage.presence`), or the
@@ -132,8 +132,10 @@ class BeatStore:
         PostgreSQL the candidate rows are locked with ``SKIP LOCKED`` so that
         concurrent instances claim disjoint batches without waiting; SQLite
         serialises writers, which makes the same statement a compare-and-set.
-        Each part reads a range of the due index. Rows in ``besides`` (this
-        instance's, still being finished) are left out.
+        The backlog's part reads a range of the due index; the on-time part
+        reads the due rows in ``nextrun`` order and passes over the backlog's
+        (each backlog row is read once a tick for it). Rows in
+        ``besides`` (this instance's, still being finished) are left out.
         """
         late = now - ON_TIME if since is None else min(now - ON_TIME, since)
         with self.database.session() as session:

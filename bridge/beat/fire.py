@@ -242,21 +242,27 @@ class FireSequence:
         thread: this instance holds them, and must not claim them again meanwhile."""
         return self._finishing.rows if self._finishing is not None else frozenset()
 
-    def finish(self) -> None:
+    def finish(self, timeout: float | None = None) -> None:
         """Wait until the batch on the finishing thread is marked sent and advanced;
         raise what stopped it (a database outage: its rows are resumed from their
-        records, as after a crash)."""
+        records, as after a crash), or :class:`TimeoutError` after ``timeout``."""
         finishing, self._finishing = self._finishing, None
         if finishing is not None:
-            finishing.done.result()
+            finishing.done.result(timeout)
 
-    def close(self) -> None:
-        """Finish the batch in hand, then stop the finishing thread."""
+    def close(self, timeout: float) -> None:
+        """Finish the batch in hand, waiting ``timeout`` seconds at most, then let the
+        finishing thread go.
+
+        Bounded: beat may close from a signal handler (a second SIGTERM),
+        interrupting its main thread while it holds a lock the finishing
+        thread needs. A batch left unfinished is resumed from its records.
+        """
         try:
-            self.finish()
+            self.finish(timeout)
         finally:
             if self._finisher is not None:
-                self._finisher.shutdown()
+                self._finisher.shutdown(wait=False)
 
     def _finish_batch(
         self,

@@ -55,6 +55,8 @@ DEFECT_BACKOFF = 2.0
 #: The rows the first tick of a burst claims; each full tick doubles it up to the batch
 #: size. A first batch of 500 would hold its first message back for its whole record.
 FIRST_BATCH = 50
+#: Seconds beat waits on exit for the batch still finishing (see FireSequence.close).
+CLOSE_FINISHING = 10.0
 
 
 @contextmanager
@@ -117,8 +119,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self._config_synced = not self.settings.sync_beat_schedule
         #: The rows the next tick claims at most (see FIRST_BATCH).
         self._batch = min(FIRST_BATCH, self.settings.batch_size)
-        #: When the last claim was made: rows due since are on time (see BeatStore.claim_due).
-        self._claimed_at: datetime | None = None
+        #: When the last two claims were made, the older first (see _tick).
+        self._claims: tuple[datetime | None, datetime | None] = (None, None)
         #: Until when beat sleeps between two ticks (``time.monotonic()``); 0 in a tick.
         self._asleep_until = 0.0
         self._busy = False
@@ -195,7 +197,14 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if not self._closed:
             self._closed = True
             try:
-                self.fires.close()
+                self.fires.close(timeout=CLOSE_FINISHING)
+            except Exception as exc:
+                logger.warning(
+                    "bridge: the last batch was not finished on exit (%r); its rows are"
+                    " resumed from their records",
+                    exc,
+                )
+            try:
                 self.store.release(self.instance)
                 self.housekeeper.forget_self(utcnow())
             except DatabaseError as exc:
@@ -223,15 +232,19 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self._presence.hold()
         limit = self._batch
         now = utcnow()
+        # Rows due since the claim before the last are on time: a row of the batch still
+        # finishing sits out the next claim, and may fall due again meanwhile. A claim
+        # that fails (an outage) starts the count again, lest a whole outage count as now.
+        (before, last), self._claims = self._claims, (None, None)
         claimed = self.store.claim_due(
             self.instance,
             now,
             timedelta(seconds=self.settings.lease_seconds),
             limit,
             besides=self.fires.finishing,
-            since=self._claimed_at,
+            since=before,
         )
-        self._claimed_at = now
+        self._claims = (last, now)
         full = len(claimed) >= limit
         self._batch = (
             min(limit * 2, self.settings.batch_size)

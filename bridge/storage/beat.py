@@ -18,7 +18,6 @@ from sqlalchemy import (
     Executable,
     Select,
     Table,
-    and_,
     bindparam,
     delete,
     func,
@@ -30,7 +29,6 @@ from sqlalchemy.orm import Session
 from bridge.rules.decisions import OpenRun, Plan
 from bridge.rules.fire import ScheduleRow
 from bridge.rules.kinds import RunStatus
-from bridge.rules.policy import Catchup
 from bridge.storage import runs
 from bridge.storage.database import Database
 from bridge.storage.lifecycle import PLAN_COLUMNS, apply_plan
@@ -111,20 +109,17 @@ class BeatStore:
         besides: Collection[int] = (),
         since: datetime | None = None,
     ) -> list[Row]:
-        """Mark up to ``limit`` due rows for ``instance``: those on time if there are any,
-        else the older ones; oldest ``nextrun`` first.
+        """Mark up to ``limit`` due rows for ``instance``: those on time first, then the
+        older ones, oldest ``nextrun`` first.
 
         A row is on time when it fell due within the last :data:`ON_TIME`, or
-        after ``since`` (the instance's previous claim), whichever reaches
-        further back: a tick of a backlog can outlast a second, and a row
-        falling due during it has had no claim yet. A row whose catch-up is
-        not ``all`` is on time however late: it owes one message at most,
-        and behind a backlog it would wait for all of it, missing its
-        occurrences meanwhile. On time first, and alone, so that a backlog
-        (beat was down, catch-up ``all``) or a burst longer than a tick never
-        holds back a schedule falling due now: it goes out in the next tick,
-        a short one, whatever lies behind it. The backlog follows in the tick
-        after, at once.
+        after ``since``, whichever reaches further back: a tick of a backlog
+        can outlast a second, and a row that fell due during it has had no
+        claim yet (beat passes the claim before its last, as a row of a batch
+        still finishing sits out one claim). On time first, so that a backlog (beat was down,
+        catch-up ``all``) or a burst longer than a tick never holds back a
+        schedule falling due now: it goes out in the next tick, whatever
+        lies behind it.
 
         A row is claimable when it is unmarked, its mark has expired, the
         instance that marked it is dead (:mod:`bridge.storage.presence`), or the
@@ -132,18 +127,25 @@ class BeatStore:
         PostgreSQL the candidate rows are locked with ``SKIP LOCKED`` so that
         concurrent instances claim disjoint batches without waiting; SQLite
         serialises writers, which makes the same statement a compare-and-set.
-        The backlog's part reads a range of the due index; the on-time part
-        reads the due rows in ``nextrun`` order and passes over the backlog's
-        (each backlog row is read once a tick for it). Rows in
-        ``besides`` (this instance's, still being finished) are left out.
+        Each part reads a range of the due index. Rows in ``besides`` (this
+        instance's, still being finished) are left out.
         """
         late = now - ON_TIME if since is None else min(now - ON_TIME, since)
         with self.database.session() as session:
             others = [~among(session, PeriodicTask.id, besides)] if besides else []
-            backlog = and_(PeriodicTask.nextrun <= late, PeriodicTask.catchup == Catchup.ALL)
-            rows = self._claim(session, instance, now, lease, limit, ~backlog, *others)
-            if not rows:
-                rows = self._claim(session, instance, now, lease, limit, backlog, *others)
+            rows = self._claim(
+                session, instance, now, lease, limit, PeriodicTask.nextrun > late, *others
+            )
+            if len(rows) < limit:
+                rows += self._claim(
+                    session,
+                    instance,
+                    now,
+                    lease,
+                    limit - len(rows),
+                    PeriodicTask.nextrun <= late,
+                    *others,
+                )
         return rows
 
     @staticmethod

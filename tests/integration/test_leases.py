@@ -158,26 +158,25 @@ def test_the_marks_of_a_dead_instance_are_taken_over_at_once_on_postgres(api: Br
 
 def test_a_claim_takes_rows_due_now_before_a_backlog(api: Bridge) -> None:
     """A schedule falling due now goes out in the next tick, however long the backlog
-    ahead of it (beat was down; catch-up ``all``): the on-time rows come first, alone."""
+    ahead of it (beat was down; catch-up ``all``): the on-time rows come first."""
     now = utcnow()
     for name, due in (("old", now - timedelta(minutes=10)), ("older", now - timedelta(hours=1))):
         api.add(name, task=QUICK, timer="every 1h", anchor=due, catchup="all")
-    api.add("now", task=QUICK, timer="every 1h", anchor=now, catchup="all")
-    # Late, but it owes one message at most: never behind a backlog.
-    api.add("latest", task=QUICK, timer="every 1h", anchor=now - timedelta(hours=2))
+    api.add("now", task=QUICK, timer="every 1h", anchor=now)
     with api.database.session() as session:
         for row in session.scalars(select(PeriodicTask)):
             row.next_occurrence = row.nextrun = row.anchor
     store = BeatStore(api.database)
+    later = now + timedelta(seconds=30)
     with alive(api.database, "beat-1"):
-        # Room for ten rows: those on time, without the backlog.
-        first = store.claim_due("beat-1", now, LEASE, 10)
-        # After a tick longer than a second, a row due since the previous claim is on time.
-        later = now + timedelta(seconds=30)
-        again = store.claim_due("beat-1", later, LEASE, 10, since=now - timedelta(seconds=1))
-        # Without it, and with "latest" still being finished (kept out), the backlog.
-        rest = store.claim_due("beat-1", later, LEASE, 10, besides=[first[0].id])
-    assert [row.name for row in first] == [row.name for row in again] == ["latest", "now"]
-    # The mark of the first claim is the instance's own: "now" is claimed again, late,
-    # behind the older backlog.
+        [first] = store.claim_due("beat-1", now, LEASE, 1)
+        # After a tick longer than a second, a row due since the claim given is on time.
+        [again] = store.claim_due("beat-1", later, LEASE, 1, since=now - timedelta(seconds=1))
+        # Kept out while its batch is still finishing: the backlog, the oldest first.
+        backlog = store.claim_due("beat-1", later, LEASE, 10, besides=[first.id])
+        rest = store.claim_due("beat-1", later, LEASE, 10)
+    assert first.name == again.name == "now"
+    assert [row.name for row in backlog] == ["older", "old"]
+    # The mark of the first claim is the instance's own: claimed again, now late, behind the
+    # older backlog.
     assert [row.name for row in rest] == ["older", "old", "now"]

@@ -40,7 +40,7 @@ from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import BridgeError, ValidationError
 from bridge.rules.decisions import wait_seconds
-from bridge.storage.beat import BeatStore
+from bridge.storage.beat import BeatStore, Row, on_time_after
 from bridge.storage.database import Database, DatabaseError, shown_url
 from bridge.storage.housekeeping import Housekeeping
 
@@ -251,7 +251,16 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             if full
             else min(FIRST_BATCH, self.settings.batch_size)
         )
-        fired = self.fires.fire(claimed, lambda: self._stopping, full) if claimed else 0
+        # The rows on time go out as a batch of their own, ahead of a backlog's: they wait
+        # for their own records only, not for a backlog batch's thousands.
+        late = on_time_after(now, before)
+        parts: tuple[list[Row], list[Row]] = ([], [])
+        for row in claimed:
+            parts[row.nextrun is None or row.nextrun <= late].append(row)
+        fired = 0
+        for part in parts:
+            if part:
+                fired += self.fires.fire(part, lambda: self._stopping, full)
         if not full or self._stopping:
             self.fires.finish()
         took = time.perf_counter() - started

@@ -37,12 +37,28 @@ from bridge.storage.presence import claimable
 from bridge.storage.runs import Sent
 from bridge.storage.sql import among, is_postgres, unnested
 
-__all__ = ["Advance", "Advanced", "BeatStore", "Recorded", "Replaced", "Row", "Sent"]
+__all__ = [
+    "Advance",
+    "Advanced",
+    "BeatStore",
+    "Recorded",
+    "Replaced",
+    "Row",
+    "Sent",
+    "on_time_after",
+]
 
 _TABLE: Table = PeriodicTask.__table__  # type: ignore[assignment]
 
 #: How far back a row's ``nextrun`` may lie and still be on time, claimed before a backlog.
 ON_TIME = timedelta(seconds=1)
+
+
+def on_time_after(now: datetime, since: datetime | None) -> datetime:
+    """The ``nextrun`` after which a due row is on time for a claim at ``now`` (see
+    :meth:`BeatStore.claim_due`)."""
+    return now - ON_TIME if since is None else min(now - ON_TIME, since)
+
 
 #: A ``periodic_task`` row as beat reads it: each column's value as an attribute. Not a
 #: mapped object: the ORM's bookkeeping of a batch's rows cost beat more CPU than deciding
@@ -130,7 +146,7 @@ class BeatStore:
         Each part reads a range of the due index. Rows in ``besides`` (this
         instance's, still being finished) are left out.
         """
-        late = now - ON_TIME if since is None else min(now - ON_TIME, since)
+        late = on_time_after(now, since)
         with self.database.session() as session:
             others = [~among(session, PeriodicTask.id, besides)] if besides else []
             rows = self._claim(

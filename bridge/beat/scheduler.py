@@ -254,11 +254,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         # The rows on time go out as a batch of their own, ahead of a backlog's: they wait
         # for their own records only, not for a backlog batch's thousands.
         late = on_time_after(now, before)
-        parts: tuple[list[Row], list[Row]] = ([], [])
+        on_time: list[Row] = []
+        behind: list[Row] = []
         for row in claimed:
-            parts[row.nextrun is None or row.nextrun <= late].append(row)
+            (on_time if row.nextrun is not None and row.nextrun > late else behind).append(row)
         fired = 0
-        for part in parts:
+        for part in (on_time, behind):
             if part:
                 fired += self.fires.fire(part, lambda: self._stopping, full)
         if not full or self._stopping:

@@ -62,6 +62,7 @@ from bench.harness import (
     process_env,
     run_checked,
     run_sql,
+    settle,
     start_all,
     stop_all,
     write_jsonl,
@@ -81,6 +82,16 @@ WHERE id IN (
     WHERE id = ANY(:ids) AND status IN ('PENDING', 'SENT', 'RECEIVED', 'STARTED')
     ORDER BY id FOR UPDATE
 )
+"""
+#: Open runs of each backlog schedule already in the table (``--open-runs``): sent
+#: before beat went down, to workers that have not ended them yet.
+SEED_OPEN = """
+INSERT INTO task_execution (id, periodic_task_id, task, plan_time, attempt, trigger, status,
+                            queued_at, updated_at)
+SELECT gen_random_uuid()::text, p.id, p.task, :before - make_interval(secs => n), 1,
+       'scheduled', 'SENT', now(), now()
+FROM periodic_task p CROSS JOIN generate_series(1, :per) AS n
+WHERE p.name LIKE 'backlog-%'
 """
 #: Tries at ending one lot of runs.
 CONFLICT_RETRIES = 5
@@ -159,16 +170,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--burst", type=int, default=10_000, help="size of the yardstick burst (10000)"
     )
+    parser.add_argument(
+        "--open-runs",
+        type=int,
+        default=0,
+        help="runs of each backlog schedule still open when beat starts (0): sent before it"
+        " went down to workers that have not ended them; they stay open",
+    )
     args = parser.parse_args(argv)
     for name in ("down", "schedules", "on_time", "burst"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.open_runs < 0:
+        parser.error("--open-runs must be at least 0")
     options = common_options(parser, args)
 
     def run() -> int:
         raw = raw_ceiling(args.burst, options).figures
         burst = bridge_burst(args.burst, 1, options).figures
-        drain = drain_backlog(options, args.down, args.schedules, args.on_time)
+        drain = drain_backlog(options, args.down, args.schedules, args.on_time, args.open_runs)
         return report(
             None if raw is None else raw.rate, None if burst is None else burst.rate, drain
         )
@@ -176,8 +196,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return exit_status(run)
 
 
-def drain_backlog(options: Options, down: int, schedules: int, on_time: int) -> Drain:
-    """Seed the backlog and the on-time schedules, start one beat, probe until drained."""
+def drain_backlog(
+    options: Options, down: int, schedules: int, on_time: int, open_runs: int = 0
+) -> Drain:
+    """Seed the backlog and the on-time schedules (and ``open_runs`` open runs of each
+    backlog schedule), start one beat, probe until drained."""
     queue = f"bridge-catchup-{run_tag()}"
     with postgres_database(options.pg_url, "bridge_catchup_") as url:
         env = process_env(url, options.redis_url, queue)
@@ -188,6 +211,9 @@ def drain_backlog(options: Options, down: int, schedules: int, on_time: int) -> 
         run_checked([*CELERY, "bridge", "import", str(seed)], env, options.workdir)
         owed_from = start - timedelta(seconds=down)
         set_back(url, owed_from)
+        if open_runs:
+            run_sql(url, SEED_OPEN, before=owed_from, per=open_runs)
+            settle(url)
         beat = Process(
             "beat", [*CELERY, "beat", "-S", "bridge", "-l", options.loglevel], options.workdir, env
         )

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -52,7 +52,14 @@ from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import BridgeError
 from bridge.rules.decisions import OpenRun, Send, catchup_share, split_stale
-from bridge.rules.fire import Fire, RowRefused, ScheduleRow, prepare
+from bridge.rules.fire import (
+    OLDEST_OPEN_READ,
+    Fire,
+    RowRefused,
+    ScheduleRow,
+    prepare,
+    resumable,
+)
 from bridge.rules.kinds import RunStatus
 from bridge.storage.beat import Advance, BeatStore, Recorded, Replaced, Row, Sent
 from bridge.storage.database import DatabaseError
@@ -63,6 +70,8 @@ logger = logging.getLogger("bridge.scheduler")
 #: Messages per broker round trip when a batch is published (Redis pipelines them).
 PUBLISH_PIPELINE = 500
 _T = TypeVar("_T")
+#: Each row's open runs split into those still expected to end and the stale.
+_Split = dict[int, tuple[list[OpenRun], list[OpenRun]]]
 
 
 class PublishFailed(Exception):
@@ -281,18 +290,29 @@ class FireSequence:
     def _settle_stale(self, batch: _Batch, now: datetime) -> dict[int, list[OpenRun]]:
         """The open runs of each row still expected to end, after giving up on the stale.
 
-        Settling a lost run may break its schedule or owe a retry, so those
-        rows are read again; a row no longer held or no longer enabled leaves
-        the batch.
+        Of a row's open runs, those its decision needs are read
+        (:data:`~bridge.rules.fire.OLDEST_OPEN_READ` of the oldest among
+        them); where that many of them are stale, more may be, and all of the
+        row's are read. Settling a lost run may break its schedule or owe a
+        retry, so those rows are read again; a row no longer held or no
+        longer enabled leaves the batch.
         """
-        open_runs = self.store.open_runs_of(batch.ids)
         stale_after = timedelta(seconds=self.settings.stale_run_seconds)
+
+        def split(found: dict[int, list[OpenRun]], row_ids: Iterable[int]) -> _Split:
+            return {row: split_stale(found.get(row, []), now, stale_after) for row in row_ids}
+
+        wanted = [resumable(row) for row in batch.rows.values()]
+        runs = split(self.store.open_runs_to_decide(wanted), batch.rows)
+        crowded = [row_id for row_id, (_, stale) in runs.items() if len(stale) >= OLDEST_OPEN_READ]
+        if crowded:
+            runs |= split(self.store.open_runs_of(crowded), crowded)
         reason = lost_reason(self.settings.stale_run_seconds)
         live: dict[int, list[OpenRun]] = {}
         lost: list[LostRun] = []
         settled: set[int] = set()
         for row_id, row in batch.rows.items():
-            live[row_id], stale = split_stale(open_runs.get(row_id, []), now, stale_after)
+            live[row_id], stale = runs[row_id]
             if stale:
                 settled.add(row_id)
                 lost += [LostRun(run.id, row.name, reason) for run in stale]

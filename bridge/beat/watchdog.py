@@ -35,7 +35,7 @@ from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.rules.health import TROUBLE, Health, State, health_of, watched
 from bridge.rules.policy import OnOverrun
-from bridge.rules.turns import Turns
+from bridge.rules.turns import Turns, pause_after
 from bridge.storage.beat import BeatStore
 from bridge.storage.database import Database, DatabaseError, error_reason
 from bridge.storage.health import AtRisk, HealthStore
@@ -59,6 +59,10 @@ QUIET_POLL = 0.02
 #: A beat with no quiet this long (a long backlog, ticks back to back) prunes anyway,
 #: for one :data:`PRUNE_BUDGET`: slowly, but its history does not grow unchecked.
 STARVED_AFTER = 60.0
+#: The share of the time the watchdog's passes take at most, in CPU (see
+#: :func:`~bridge.rules.turns.pause_after`): with hundreds of open runs per schedule a
+#: pass took 1.5 s of the interpreter that beat's fires share, every 5 s.
+WATCH_SHARE = 0.1
 #: How long closed incidents are kept.
 CLOSED_KEPT = timedelta(days=30)
 #: Incidents the watchdog keeps open until their trouble is over, not judged by health.
@@ -107,7 +111,9 @@ class Watchdog:
             self._thread.join(self.settings.watchdog_interval + 5)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.settings.watchdog_interval):
+        pause = self.settings.watchdog_interval
+        while not self._stop.wait(pause):
+            started = time.thread_time()  # the CPU the pass takes from beat's fires
             try:
                 self.watch(utcnow())
             except Exception as exc:
@@ -119,6 +125,8 @@ class Watchdog:
                 if self._failing is not None:
                     logger.warning("bridge: watchdog passes again")
                 self._failing = None
+            took = time.thread_time() - started
+            pause = pause_after(self.settings.watchdog_interval, took, WATCH_SHARE)
 
     def watch(self, now: datetime) -> None:
         """One pass: judge (if no other beat is judging), alert, prune."""

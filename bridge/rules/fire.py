@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from bridge.errors import BridgeError
 from bridge.rules.decisions import (
@@ -116,6 +116,38 @@ def state_of(row: ScheduleRow) -> State:
     )
 
 
+#: How many of a claimed row's oldest open runs beat reads to decide it, besides every run
+#: its unfinished fire may have recorded (:class:`Resumable`). The decisions need the
+#: oldest (the run a skip names, the stale ones to give up on) and whether any is open;
+#: only overlap ``allow`` lets runs pile up, and a backlog sent to workers that fell
+#: behind left hundreds per schedule, each read again by every tick that fired its row
+#: (docs/performance.md). Beyond this many, the stale ones are given up on this many a
+#: fire, and a ``replace`` revokes this many a fire.
+OLDEST_OPEN_READ = 10
+
+
+class Resumable(NamedTuple):
+    """What picks out, among a claimed row's open runs, every one
+    :func:`recorded_by_unfinished_fire` may take for its fire's own: a run still
+    ``PENDING``, one planned at or after ``since``, or the owed retry (``retry_plan``
+    and ``retry_attempt``)."""
+
+    schedule_id: int
+    since: datetime | None
+    retry_plan: datetime | None
+    retry_attempt: int | None
+
+
+def resumable(row: ScheduleRow) -> Resumable:
+    """The :class:`Resumable` of a claimed row: ``since`` is at or before the occurrence
+    :func:`state_of` reads from it, which is its stored one put on the timer's grid, or
+    the first at or after ``nextrun`` when only that was written."""
+    since = row.next_occurrence
+    if since is None and row.retry_at is None:
+        since = row.nextrun
+    return Resumable(row.id, since, row.retry_plan, row.retry_attempt)
+
+
 def recorded_by_unfinished_fire(state: State, run: OpenRun) -> bool:
     """A run beat recorded for the row whose fire was cut short before it advanced.
 
@@ -127,12 +159,13 @@ def recorded_by_unfinished_fire(state: State, run: OpenRun) -> bool:
     """
     if run.plan_time is None or run.trigger not in SCHEDULED_TRIGGERS:
         return False
-    if run.id not in ids_of_occurrence(state.schedule_id, run.plan_time, run.attempt):
-        return False
     unsent = run.status == RunStatus.PENDING
     pending_retry = run.plan_time == state.retry_plan and run.attempt == state.retry_attempt
     waiting = state.next_occurrence is not None and run.plan_time >= state.next_occurrence
-    return unsent or pending_retry or waiting
+    # The ids last: hashing them for every open run of a row was most of deciding it.
+    return (unsent or pending_retry or waiting) and run.id in ids_of_occurrence(
+        state.schedule_id, run.plan_time, run.attempt
+    )
 
 
 @dataclass(frozen=True)

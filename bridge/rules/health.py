@@ -161,8 +161,8 @@ def health_of(watched: Watched, now: datetime) -> State:
             watched.last_failure_at,
             f"its last {count} occurrence{'s' if count > 1 else ''} failed",
         )
-    held = [run for run in watched.open_runs if RunStatus(run.status) in HELD_BY_WORKER]
-    open_runs = [run for run in watched.open_runs if RunStatus(run.status) in NON_FINAL]
+    held = [run for run in watched.open_runs if run.status in HELD_BY_WORKER]
+    open_runs = [run for run in watched.open_runs if run.status in NON_FINAL]
     if held:
         started = [run.started_at for run in held if run.started_at is not None]
         return State(
@@ -183,7 +183,7 @@ def _overrun(watched: Watched, now: datetime) -> State | None:
     over = [
         run
         for run in watched.open_runs
-        if RunStatus(run.status) is RunStatus.STARTED
+        if run.status == RunStatus.STARTED
         and run.started_at is not None
         and now - run.started_at > limit
     ]
@@ -203,7 +203,7 @@ def _late(watched: Watched, now: datetime) -> State | None:
     waiting = [
         run
         for run in watched.open_runs
-        if RunStatus(run.status) in UNSTARTED
+        if run.status in UNSTARTED
         and run.started_at is None
         and run.waited_from is not None
         and now - run.waited_from > grace

@@ -1,4 +1,5 @@
-"""When beat's background work (pruning) may take a turn: in the quiet between two ticks.
+"""When beat's background work may take a turn: pruning in the quiet between two ticks,
+and the watchdog's passes no more than a share of the process.
 
 A prune transaction beside a fire takes the process's CPU and the
 database's from it. Beat knows how long it will sleep before its next tick,
@@ -7,6 +8,12 @@ sleep is left. A beat that never sleeps that long (ticks back to back
 through a long backlog) would never prune, and its history would grow
 without bound: once it has had no quiet for a while, the work goes ahead
 anyway for one budget, then waits as long again.
+
+The watchdog's passes cannot wait for quiet (a backlog is when alerts
+matter most), and a pass reads every open run of the schedules at risk:
+hundreds each when a backlog went to workers that fell behind. Beat's
+threads share one interpreter lock, so a long pass is followed by a wait
+that keeps the passes to a share of the time (:func:`pause_after`).
 """
 
 from __future__ import annotations
@@ -38,3 +45,9 @@ class Turns:
             self.quiet_seen = at
             self.starved_until = at + self.budget
         return at < self.starved_until
+
+
+def pause_after(interval: float, took: float, share: float) -> float:
+    """How long to wait after a pass that took ``took`` seconds (of CPU): ``interval``, or
+    longer, so that passes take at most ``share`` of the time."""
+    return max(interval, took * (1.0 - share) / share)

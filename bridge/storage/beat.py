@@ -27,7 +27,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session
 
 from bridge.rules.decisions import OpenRun, Plan
-from bridge.rules.fire import ScheduleRow
+from bridge.rules.fire import OLDEST_OPEN_READ, Resumable, ScheduleRow
 from bridge.rules.kinds import RunStatus
 from bridge.storage import runs
 from bridge.storage.database import Database
@@ -196,9 +196,16 @@ class BeatStore:
         return sorted(rows, key=lambda row: (row.nextrun or now, row.id))
 
     def open_runs_of(self, schedule_ids: Sequence[int]) -> dict[int, list[OpenRun]]:
-        """The open runs of each of these schedules, oldest first."""
+        """Every open run of each of these schedules, oldest first."""
         with self.database.session() as session:
             return runs.open_runs_of(session, schedule_ids)
+
+    def open_runs_to_decide(self, wanted: Sequence[Resumable]) -> dict[int, list[OpenRun]]:
+        """Of each claimed row's open runs, oldest first, those its decision needs: the
+        :data:`~bridge.rules.fire.OLDEST_OPEN_READ` first, and every one its unfinished
+        fire may have recorded."""
+        with self.database.session() as session:
+            return runs.open_runs_to_decide(session, wanted, OLDEST_OPEN_READ)
 
     def finish_runs(
         self, run_ids: Sequence[str], status: RunStatus, now: datetime, reason: str

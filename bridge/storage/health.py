@@ -84,7 +84,9 @@ def runs_seen(session: Session, schedule_ids: Sequence[int], now: datetime) -> R
     statement = select(
         run.id, run.periodic_task_id, run.status, run.plan_time, run.started_at, run.queued_at
     ).where(of_these, or_(run.status.in_(NON_FINAL_STATUSES), expired))
-    for found in session.execute(statement):
+    # On the session's connection: the ORM's loading of thousands of runs (a backlog sent
+    # to workers that fell behind) was most of a watchdog pass.
+    for found in session.connection().execute(statement):
         seen.runs.setdefault(found.periodic_task_id, []).append(
             OpenRunView(found.id, found.status, found.plan_time, found.started_at, found.queued_at)
         )

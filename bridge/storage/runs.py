@@ -11,10 +11,23 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, bindparam, select, text, true, update
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    or_,
+    select,
+    text,
+    true,
+    union,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from bridge.rules.decisions import OpenRun
+from bridge.rules.fire import Resumable
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.storage.lifecycle import count_unsettled, settle_runs
 from bridge.storage.models import OPEN_RUNS, PeriodicTask, TaskExecution, UTCDateTime
@@ -58,6 +71,16 @@ def insert_runs(session: Session, runs: Sequence[dict[str, Any]]) -> set[str]:
     return set(session.scalars(statement, list(runs)))
 
 
+_OPEN_RUN_COLUMNS = (
+    TaskExecution.id,
+    TaskExecution.status,
+    TaskExecution.plan_time,
+    TaskExecution.updated_at,
+    TaskExecution.trigger,
+    TaskExecution.attempt,
+)
+
+
 def open_runs_of(session: Session, schedule_ids: Sequence[int]) -> dict[int, list[OpenRun]]:
     """The open runs of each of these schedules, oldest first, in one query.
 
@@ -72,18 +95,10 @@ def open_runs_of(session: Session, schedule_ids: Sequence[int]) -> dict[int, lis
     lookup from being flattened into a join the planner could reorder.
     """
     open_status = text(OPEN_RUNS)
-    columns = (
-        TaskExecution.id,
-        TaskExecution.status,
-        TaskExecution.plan_time,
-        TaskExecution.updated_at,
-        TaskExecution.trigger,
-        TaskExecution.attempt,
-    )
     if is_postgres(session):
         wanted = unnested("wanted", {"id": (PeriodicTask.id.type, schedule_ids)})
         runs = (
-            select(*columns)
+            select(*_OPEN_RUN_COLUMNS)
             .where(TaskExecution.periodic_task_id == wanted.c.id, open_status)
             .offset(0)
             .lateral()
@@ -91,13 +106,60 @@ def open_runs_of(session: Session, schedule_ids: Sequence[int]) -> dict[int, lis
         statement = select(wanted.c.id, *runs.c).join(runs, true()).order_by(runs.c.updated_at)
     else:
         statement = (
-            select(TaskExecution.periodic_task_id, *columns)
+            select(TaskExecution.periodic_task_id, *_OPEN_RUN_COLUMNS)
             .where(TaskExecution.periodic_task_id.in_(schedule_ids), open_status)
             .order_by(TaskExecution.updated_at)
         )
+    return _by_schedule(session, statement)
+
+
+def open_runs_to_decide(
+    session: Session, wanted: Sequence[Resumable], oldest: int
+) -> dict[int, list[OpenRun]]:
+    """Of each claimed row's open runs, oldest first, those its decision needs: the
+    ``oldest`` first ones and every one its unfinished fire may have recorded
+    (:class:`~bridge.rules.fire.Resumable`).
+
+    On PostgreSQL each row is looked up on its own in ``ix_task_execution_open``
+    (see :func:`open_runs_of`), its oldest runs in index order. SQLite, whose
+    embedded use holds few open runs, reads them all.
+    """
+    if not is_postgres(session):
+        return open_runs_of(session, [row.schedule_id for row in wanted])
+    run = TaskExecution
+    rows = unnested(
+        "wanted",
+        {
+            "id": (PeriodicTask.id.type, [row.schedule_id for row in wanted]),
+            "since": (UTCDateTime(), [row.since for row in wanted]),
+            "retry_plan": (UTCDateTime(), [row.retry_plan for row in wanted]),
+            "retry_attempt": (Integer(), [row.retry_attempt for row in wanted]),
+        },
+    )
+    of_row = (run.periodic_task_id == rows.c.id, text(OPEN_RUNS))
+    recorded = select(*_OPEN_RUN_COLUMNS).where(
+        *of_row,
+        or_(
+            run.status == RunStatus.PENDING.value,
+            run.plan_time >= rows.c.since,
+            and_(run.plan_time == rows.c.retry_plan, run.attempt == rows.c.retry_attempt),
+        ),
+    )
+    first = select(*_OPEN_RUN_COLUMNS).where(*of_row).order_by(run.updated_at).limit(oldest)
+    runs = union(recorded, first).lateral()
+    statement = select(rows.c.id, *runs.c).join(runs, true()).order_by(runs.c.updated_at)
+    return _by_schedule(session, statement)
+
+
+def _by_schedule(session: Session, statement: Select[Any]) -> dict[int, list[OpenRun]]:
+    """The open runs a statement reads, after their schedule id, by schedule.
+
+    Run on the session's connection: through the session, the ORM's loading
+    machinery took half the time of a read of thousands of runs.
+    """
     found: dict[int, list[OpenRun]] = {}
-    for schedule_id, *run in session.execute(statement):
-        found.setdefault(schedule_id, []).append(OpenRun(*run))
+    for schedule_id, *columns in session.connection().execute(statement):
+        found.setdefault(schedule_id, []).append(OpenRun(*columns))
     return found
 
 

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from bridge.rules.fire import OLDEST_OPEN_READ
 from tests.support import Env, execute, rows, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -95,6 +96,44 @@ def test_stale_run_is_marked_lost_and_stops_blocking(embedded_env: Env) -> None:
     assert stuck["status"] == "LOST"
     assert "presumed lost" in str(stuck["error"])
     assert "run stuck-run of 'blocked' marked LOST" in beat.log
+
+
+def test_more_stale_runs_than_beat_reads_at_once_are_all_given_up(pg_env: Env) -> None:
+    """Beat reads a row's oldest open runs, a few (``OLDEST_OPEN_READ``), to decide it;
+    when that many are stale, more may be: all of them are given up on, and a fresh run
+    behind them still makes overlap ``skip`` skip."""
+    env = pg_env
+    env.cli("add", "crowded", "--task", "workers.app.quick", "--timer", "every 1s")
+    schedule_id = show(env, "crowded")["id"]
+    old = datetime.now(UTC) - timedelta(minutes=10)
+    stale = [f"stuck-{index:02}" for index in range(OLDEST_OPEN_READ + 5)]
+    for index, run_id in enumerate(stale):
+        at = old + timedelta(seconds=index)
+        execute(
+            env.database_url,
+            "INSERT INTO task_execution (id, periodic_task_id, task, plan_time, attempt,"
+            " trigger, status, updated_at, started_at) VALUES (:id, :sid, 'workers.app.quick',"
+            " :t, 1, 'manual', 'STARTED', :t, :t)",
+            id=run_id,
+            sid=schedule_id,
+            t=at,
+        )
+    # Planned before them (not a run of a fire of the row's to resume), it stays fresh for
+    # the whole test.
+    execute(
+        env.database_url,
+        "INSERT INTO task_execution (id, periodic_task_id, task, plan_time, attempt, trigger,"
+        " status, updated_at) VALUES ('running', :sid, 'workers.app.quick', :plan, 1,"
+        " 'manual', 'STARTED', :fresh)",
+        sid=schedule_id,
+        plan=old - timedelta(minutes=1),
+        fresh=datetime.now(UTC) + timedelta(minutes=5),
+    )
+    beat = env.start("beat", BRIDGE_STALE_RUN_SECONDS="60")
+    wait_for(lambda: show(env, "crowded")["skipped_count"] >= 2, 30, what="two skips")
+    statuses = {r["id"]: r["status"] for r in history(env, "crowded")}
+    assert statuses == {"running": "STARTED"} | dict.fromkeys(stale, "LOST")
+    assert "previous run running is still STARTED" in beat.log
 
 
 def test_overlap_skip_with_a_fresh_open_run_skips_and_counts(embedded_env: Env) -> None:
@@ -244,9 +283,20 @@ def test_recorder_survives_an_unreachable_database(pg_env: Env) -> None:
 
 def test_broker_outage_keeps_beat_up_and_the_occurrence_is_sent_later(pg_env: Env) -> None:
     env = pg_env
-    # No worker: overlap allow lets later occurrences fire while earlier ones wait in the queue.
+    # No worker: overlap allow lets later occurrences fire while earlier ones wait in the queue,
+    # and messages that never expire keep their runs SENT (the default expiry, at the next
+    # occurrence, has them ended REVOKED a few seconds later).
     env.cli(
-        "add", "patient", "--task", "workers.app.quick", "--timer", "every 1s", "--overlap", "allow"
+        "add",
+        "patient",
+        "--task",
+        "workers.app.quick",
+        "--timer",
+        "every 1s",
+        "--overlap",
+        "allow",
+        "--expires",
+        "never",
     )
     down = env.start("beat", CELERY_BROKER_URL="redis://127.0.0.1:1/0")
     down.wait_log("bridge: broker unreachable", timeout=60)

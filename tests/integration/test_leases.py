@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from celery import Celery
@@ -15,6 +15,7 @@ from bridge import Bridge, broker
 from bridge.beat.fire import FireSequence
 from bridge.clock import utcnow
 from bridge.config import Settings
+from bridge.rules.fire import OLDEST_OPEN_READ, resumable
 from bridge.storage.beat import BeatStore
 from bridge.storage.database import Database
 from bridge.storage.housekeeping import Housekeeping
@@ -180,3 +181,57 @@ def test_a_claim_takes_rows_due_now_before_a_backlog(api: Bridge) -> None:
     # The mark of the first claim is the instance's own: claimed again, now late, behind the
     # older backlog.
     assert [row.name for row in rest] == ["older", "old", "now"]
+
+
+def test_beat_reads_a_rows_oldest_open_runs_and_all_its_fire_may_have_recorded(
+    api: Bridge,
+) -> None:
+    """To decide a row, beat reads a few of its oldest open runs and every run the
+    unfinished fire of the row may have recorded, however many runs are open: a backlog
+    sent to workers that fell behind leaves hundreds. SQLite reads them all."""
+    api.add("piled", task=QUICK, timer="every 1s", overlap="allow")
+    base = utcnow() - timedelta(hours=1)
+    cursor = base + timedelta(minutes=10)
+    retry = cursor - timedelta(seconds=80)
+
+    def run(
+        run_id: str, plan: datetime, age: int, status: str = "SENT", attempt: int = 1
+    ) -> TaskExecution:
+        return TaskExecution(
+            id=run_id,
+            periodic_task_id=row.id,
+            task=QUICK,
+            plan_time=plan,
+            attempt=attempt,
+            trigger="scheduled",
+            status=status,
+            updated_at=base + timedelta(seconds=age),
+        )
+
+    with api.database.session() as session:
+        row = session.scalars(select(PeriodicTask)).one()
+        row.next_occurrence = row.nextrun = cursor
+        row.retry_plan, row.retry_attempt = retry, 2
+        oldest = [f"old-{index:02}" for index in range(OLDEST_OPEN_READ + 10)]
+        session.add_all(
+            run(run_id, cursor - timedelta(seconds=100 - index), index)
+            for index, run_id in enumerate(oldest)
+        )
+        session.add_all(
+            [
+                run("unsent", cursor - timedelta(seconds=50), 100, status="PENDING"),
+                run("waiting", cursor, 101),
+                run("retry", retry, 102, attempt=2),
+                run("other", cursor - timedelta(seconds=60), 103),
+                run("ended", cursor - timedelta(seconds=40), 104, status="SUCCESS"),
+            ]
+        )
+        session.flush()
+        wanted = resumable(row)
+    found = BeatStore(api.database).open_runs_to_decide([wanted])
+    recorded = ["unsent", "waiting", "retry"]
+    if api.database.is_postgres:
+        expected = oldest[:OLDEST_OPEN_READ] + recorded
+    else:
+        expected = [*oldest, *recorded, "other"]
+    assert [open_run.id for open_run in found[wanted.schedule_id]] == expected

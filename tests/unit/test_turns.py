@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.rules.turns import Turns
+from bridge.rules.turns import Turns, pause_after
 
 MARGIN, STARVED_AFTER, BUDGET = 0.25, 60.0, 1.0
 
@@ -59,3 +59,14 @@ def test_a_beat_that_never_sleeps_still_gets_a_turn_each_starved_while() -> None
     starts = [at for at in taken if round(at - 0.1, 1) not in taken]
     assert starts == [60.0, 120.0, 180.0, 240.0]
     assert all(any(s <= at < s + BUDGET for s in starts) for at in taken)
+
+
+@given(st.floats(0.1, 600.0), st.floats(0.0, 3600.0), st.floats(0.01, 1.0, exclude_max=True))
+def test_a_pass_and_the_wait_after_it_keep_to_the_share(
+    interval: float, took: float, share: float
+) -> None:
+    pause = pause_after(interval, took, share)
+    assert pause >= interval
+    assert took <= share * (took + pause) * (1 + 1e-9)
+    if took * (1 - share) < 0.999 * share * interval:  # a quick pass waits the interval alone
+        assert pause == interval

@@ -53,11 +53,11 @@ from bridge.config import Settings
 from bridge.errors import BridgeError
 from bridge.rules.decisions import OpenRun, Send, catchup_share, split_stale
 from bridge.rules.fire import (
-    OLDEST_OPEN_READ,
     Fire,
     RowRefused,
     ScheduleRow,
     prepare,
+    reads_all_open_runs,
     resumable,
 )
 from bridge.rules.kinds import RunStatus
@@ -292,8 +292,8 @@ class FireSequence:
 
         Of a row's open runs, those its decision needs are read
         (:data:`~bridge.rules.fire.OLDEST_OPEN_READ` of the oldest among
-        them); where that many of them are stale, more may be, and all of the
-        row's are read. Settling a lost run may break its schedule or owe a
+        them), or all of them (:func:`~bridge.rules.fire.reads_all_open_runs`).
+        Settling a lost run may break its schedule or owe a
         retry, so those rows are read again; a row no longer held or no
         longer enabled leaves the batch.
         """
@@ -304,7 +304,11 @@ class FireSequence:
 
         wanted = [resumable(row) for row in batch.rows.values()]
         runs = split(self.store.open_runs_to_decide(wanted), batch.rows)
-        crowded = [row_id for row_id, (_, stale) in runs.items() if len(stale) >= OLDEST_OPEN_READ]
+        crowded = [
+            row_id
+            for row_id, (live, stale) in runs.items()
+            if reads_all_open_runs(batch.rows[row_id], len(live) + len(stale), len(stale))
+        ]
         if crowded:
             runs |= split(self.store.open_runs_of(crowded), crowded)
         reason = lost_reason(self.settings.stale_run_seconds)

@@ -59,9 +59,9 @@ QUIET_POLL = 0.02
 #: A beat with no quiet this long (a long backlog, ticks back to back) prunes anyway,
 #: for one :data:`PRUNE_BUDGET`: slowly, but its history does not grow unchecked.
 STARVED_AFTER = 60.0
-#: The share of the time the watchdog's passes take at most, in CPU (see
-#: :func:`~bridge.rules.turns.pause_after`): with hundreds of open runs per schedule a
-#: pass took 1.5 s of the interpreter that beat's fires share, every 5 s.
+#: The share of a core the watchdog's judging and alerting take at most, the passes
+#: spaced by :func:`~bridge.rules.turns.pause_after`: with hundreds of open runs per
+#: schedule a pass took 1.5 s of the interpreter that beat's fires share, every 5 s.
 WATCH_SHARE = 0.1
 #: How long closed incidents are kept.
 CLOSED_KEPT = timedelta(days=30)
@@ -101,6 +101,8 @@ class Watchdog:
         self._prune_after = 0
         self._pruning = Turns(QUIET_MARGIN, STARVED_AFTER, PRUNE_BUDGET, time.monotonic())
         self._failing: str | None = None
+        #: CPU seconds the last pass's judging and alerting took (see WATCH_SHARE).
+        self._judging_cpu = 0.0
 
     def start(self) -> None:
         self._thread.start()
@@ -113,7 +115,7 @@ class Watchdog:
     def _loop(self) -> None:
         pause = self.settings.watchdog_interval
         while not self._stop.wait(pause):
-            started = time.thread_time()  # the CPU the pass takes from beat's fires
+            self._judging_cpu = 0.0
             try:
                 self.watch(utcnow())
             except Exception as exc:
@@ -125,17 +127,22 @@ class Watchdog:
                 if self._failing is not None:
                     logger.warning("bridge: watchdog passes again")
                 self._failing = None
-            took = time.thread_time() - started
-            pause = pause_after(self.settings.watchdog_interval, took, WATCH_SHARE)
+            pause = pause_after(self.settings.watchdog_interval, self._judging_cpu, WATCH_SHARE)
 
     def watch(self, now: datetime) -> None:
-        """One pass: judge (if no other beat is judging), alert, prune."""
+        """One pass: judge (if no other beat is judging), alert, prune.
+
+        Notes the CPU the judging and alerting took from beat's fires, which
+        spaces the passes; pruning waits for beat's quiet instead.
+        """
+        started = time.thread_time()
         with self.health.judging() as judging:
             if judging:
                 self.judge(now)
         if self.settings.alert_task:
             repeat = timedelta(seconds=self.settings.alert_repeat)
             alerting.send_alerts(self.app, self.incidents, self.settings.alert_task, repeat)
+        self._judging_cpu = time.thread_time() - started
         self.prune(now)
 
     # -- 1. judge ---------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from bridge.rules.decisions import (
 )
 from bridge.rules.definition import check_timer, check_timezone
 from bridge.rules.kinds import SCHEDULED_TRIGGERS, RunStatus
-from bridge.rules.policy import Policies
+from bridge.rules.policy import Overlap, Policies
 from bridge.rules.runs import (
     Envelope,
     Payload,
@@ -87,6 +87,8 @@ class ScheduleRow(Protocol):
     def end_at(self) -> datetime | None: ...
     @property
     def remaining(self) -> int | None: ...
+    @property
+    def overlap(self) -> str | None: ...
 
 
 def state_of(row: ScheduleRow) -> State:
@@ -121,8 +123,7 @@ def state_of(row: ScheduleRow) -> State:
 #: oldest (the run a skip names, the stale ones to give up on) and whether any is open;
 #: only overlap ``allow`` lets runs pile up, and a backlog sent to workers that fell
 #: behind left hundreds per schedule, each read again by every tick that fired its row
-#: (docs/performance.md). Beyond this many, the stale ones are given up on this many a
-#: fire, and a ``replace`` revokes this many a fire.
+#: (docs/performance.md). See :func:`reads_all_open_runs` for when all are read.
 OLDEST_OPEN_READ = 10
 
 
@@ -146,6 +147,16 @@ def resumable(row: ScheduleRow) -> Resumable:
     if since is None and row.retry_at is None:
         since = row.nextrun
     return Resumable(row.id, since, row.retry_plan, row.retry_attempt)
+
+
+def reads_all_open_runs(row: ScheduleRow, read: int, stale: int) -> bool:
+    """Whether beat reads every open run of a row after reading ``read`` of them, ``stale``
+    of which are stale: when :data:`OLDEST_OPEN_READ` of them are stale (more may be, and
+    all are given up at once, so that a live run behind them still counts), or, under
+    overlap ``replace``, when that many were read (it revokes every one)."""
+    return stale >= OLDEST_OPEN_READ or (
+        read >= OLDEST_OPEN_READ and row.overlap == Overlap.REPLACE
+    )
 
 
 def recorded_by_unfinished_fire(state: State, run: OpenRun) -> bool:

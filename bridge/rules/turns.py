@@ -1,5 +1,5 @@
 """When beat's background work may take a turn: pruning in the quiet between two ticks,
-and the watchdog's passes no more than a share of the process.
+and the watchdog's judging no more than a share of a core.
 
 A prune transaction beside a fire takes the process's CPU and the
 database's from it. Beat knows how long it will sleep before its next tick,
@@ -13,7 +13,7 @@ The watchdog's passes cannot wait for quiet (a backlog is when alerts
 matter most), and a pass reads every open run of the schedules at risk:
 hundreds each when a backlog went to workers that fell behind. Beat's
 threads share one interpreter lock, so a long pass is followed by a wait
-that keeps the passes to a share of the time (:func:`pause_after`).
+that keeps its judging to a share of a core (:func:`pause_after`).
 """
 
 from __future__ import annotations

@@ -136,6 +136,42 @@ def test_more_stale_runs_than_beat_reads_at_once_are_all_given_up(pg_env: Env) -
     assert "previous run running is still STARTED" in beat.log
 
 
+def test_replace_revokes_every_open_run_however_many(pg_env: Env) -> None:
+    """Beat reads only a few of a row's open runs to decide it, but all of them under
+    overlap ``replace``, which ends every one."""
+    env = pg_env
+    env.cli("add", "replaced", "--task", "workers.app.quick", "--timer", "every 1h",
+            "--overlap", "replace")  # fmt: skip
+    schedule_id = show(env, "replaced")["id"]
+    running = [f"running-{index:02}" for index in range(OLDEST_OPEN_READ + 3)]
+    for index, run_id in enumerate(running):
+        execute(
+            env.database_url,
+            "INSERT INTO task_execution (id, periodic_task_id, task, plan_time, attempt,"
+            " trigger, status, updated_at, started_at) VALUES (:id, :sid, 'workers.app.quick',"
+            " :plan, 1, 'manual', 'STARTED', :at, :at)",
+            id=run_id,
+            sid=schedule_id,
+            plan=datetime.now(UTC) - timedelta(hours=1, seconds=index),
+            at=datetime.now(UTC) - timedelta(seconds=60 - index),
+        )
+    # Due now: its first occurrence, on the timer's grid, is its anchor.
+    execute(
+        env.database_url,
+        "UPDATE periodic_task SET nextrun = anchor, next_occurrence = anchor WHERE id = :sid",
+        sid=schedule_id,
+    )
+    env.start("beat")
+    replacement = wait_for(
+        lambda: next((r for r in history(env, "replaced") if r["id"] not in running), None),
+        30,
+        what="the replacing run",
+    )
+    ended = {r["id"]: (r["status"], r["error"]) for r in history(env, "replaced")}
+    reason = f"replaced by run {replacement['id']}"
+    assert all(ended[run_id] == ("REVOKED", reason) for run_id in running), ended
+
+
 def test_overlap_skip_with_a_fresh_open_run_skips_and_counts(embedded_env: Env) -> None:
     env = embedded_env
     env.cli("add", "busy", "--task", "workers.app.quick", "--timer", "every 1s")

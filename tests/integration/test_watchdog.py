@@ -97,9 +97,10 @@ def test_each_incident_is_alerted_once_and_recovers_once(
     # Late: its runs go to a queue no worker reads, and start within no grace of 3 s.
     cli("add", "late-one", "--task", "workers.app.quick", "--timer", "every 2s",
         "--queue", "nobody-reads-this", "--grace", "3s", "--overlap", "allow")  # fmt: skip
-    # Overrun: a run sleeps 8 s against a max runtime of 2 s.
+    # Overrun: a run sleeps 20 s against a max runtime of 2 s, long enough to be seen
+    # overrunning after the waits below, which a loaded machine can stretch past 8 s.
     cli("add", "overrun-one", "--task", "workers.app.slow", "--timer", "every 1h",
-        "--kwargs", '{"seconds": 8}', "--max-runtime", "2s")  # fmt: skip
+        "--kwargs", '{"seconds": 20}', "--max-runtime", "2s")  # fmt: skip
     cli("run", "overrun-one")
     # Terminated: the watchdog ends a run that overruns, as its schedule says.
     cli("add", "terminated-one", "--task", "workers.app.slow", "--timer", "every 1h",

@@ -16,7 +16,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bridge.rules.decisions import OpenRun, first_at_or_after
-from bridge.rules.fire import RowRefused, prepare, recorded_by_unfinished_fire, state_of
+from bridge.rules.fire import (
+    OLDEST_OPEN_READ,
+    Resumable,
+    RowRefused,
+    prepare,
+    reads_all_open_runs,
+    recorded_by_unfinished_fire,
+    resumable,
+    state_of,
+)
 from bridge.rules.kinds import SCHEDULED_TRIGGERS, RunStatus
 from bridge.rules.policy import Catchup, Overlap, Policies
 from bridge.rules.runs import ids_of_occurrence, run_id_for
@@ -316,3 +325,68 @@ def test_a_fire_resumed_after_a_crash_sends_the_same_runs_under_the_same_ids(
         assert again.plan.revoke == [] and again.plan.skipped == 0
     assert all(record["status"] == RunStatus.PENDING for record in first.records(now))
     assert {record["trigger"] for record in first.records(now)} <= set(SCHEDULED_TRIGGERS)
+
+
+def picked_by(wanted: Resumable, run: OpenRun) -> bool:
+    """Whether storage reads ``run`` as one the row's unfinished fire may have recorded
+    (the SQL of ``bridge.storage.runs.open_runs_to_decide``, in Python)."""
+    planned = run.plan_time
+    after = wanted.since is not None and planned is not None and planned >= wanted.since
+    retry = planned == wanted.retry_plan and run.attempt == wanted.retry_attempt
+    return run.status == RunStatus.PENDING or after or retry
+
+
+OFFSETS = st.one_of(st.none(), st.integers(-7200, 7200).map(lambda s: T0 + s * SECOND))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    timer=st.sampled_from(TIMERS),
+    cursor=OFFSETS,
+    nextrun=OFFSETS,
+    retry_at=OFFSETS,
+    plan=st.integers(-7200, 7200).map(lambda s: T0 + s * SECOND),
+    status=st.sampled_from([RunStatus.PENDING, RunStatus.SENT, RunStatus.STARTED]),
+    attempt=st.integers(1, 3),
+)
+def test_every_run_a_fire_may_take_for_its_own_is_read_however_many_are_open(
+    timer: str,
+    cursor: datetime | None,
+    nextrun: datetime | None,
+    retry_at: datetime | None,
+    plan: datetime,
+    status: str,
+    attempt: int,
+) -> None:
+    """Beat reads a few of a row's oldest open runs and those :func:`resumable` picks out:
+    every run :func:`recorded_by_unfinished_fire` takes for the fire's own must be among
+    them, whatever the cursor (off the grid, missing) and the owed retry."""
+    retry = (T0 - TEN, 2) if retry_at is not None else (None, None)
+    row = Row(
+        timer=timer,
+        next_occurrence=cursor,
+        nextrun=nextrun,
+        retry_at=retry_at,
+        retry_plan=retry[0],
+        retry_attempt=retry[1],
+    )
+    run = open_run(row, plan, status, id=run_id_for(row.id, plan, attempt), attempt=attempt)
+    if recorded_by_unfinished_fire(state_of(row), run):
+        assert picked_by(resumable(row), run)
+
+
+@pytest.mark.parametrize(
+    ("overlap", "read", "stale", "all_read"),
+    [
+        (Overlap.SKIP, OLDEST_OPEN_READ, OLDEST_OPEN_READ - 1, False),
+        (Overlap.SKIP, OLDEST_OPEN_READ, OLDEST_OPEN_READ, True),
+        (Overlap.ALLOW, OLDEST_OPEN_READ + 3, 0, False),
+        (Overlap.REPLACE, OLDEST_OPEN_READ - 1, 0, False),
+        (Overlap.REPLACE, OLDEST_OPEN_READ, 0, True),
+    ],
+)
+def test_every_open_run_is_read_where_more_may_be_stale_or_replace_revokes_them(
+    overlap: Overlap, read: int, stale: int, all_read: bool
+) -> None:
+    row = Row().with_policies(Policies(overlap=overlap))
+    assert reads_all_open_runs(row, read, stale) is all_read

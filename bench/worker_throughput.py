@@ -8,7 +8,7 @@ Three variants run in the same invocation, each on fresh messages:
 * ``recorder``: ``bridge.recorder.install(app)`` and a plain task;
 * ``bridge-task``: the recorder and ``base=bridge.BridgeTask`` (compare-and-set start).
 
-The messages are what beat sends (``bridge.broker.publish``: run id as task
+The messages are what beat sends (``bridge.broker.Publisher``: run id as task
 id, the bridge's headers), spread over ``--schedules`` schedules. For the
 recorded variants their records are real bridge runs, inserted ``SENT`` in
 bulk beforehand, with each schedule's ``last_run_id`` naming its latest run,
@@ -67,7 +67,7 @@ from bench.harness import (
     workdir,
 )
 from bridge import Bridge
-from bridge.broker import publish
+from bridge.broker import Publisher
 from bridge.rules.kinds import RunStatus, Trigger
 from bridge.rules.runs import Envelope, Payload, new_run, run_id_for
 from bridge.storage.models import PeriodicTask, TaskExecution
@@ -194,6 +194,7 @@ class Runs:
     def publish(self, app: Celery, task: str, queue: str) -> None:
         """Send the messages beat would send for these runs."""
         payload = Payload(task, [], {}, {"queue": queue})
+        publisher = Publisher(app)
         with app.producer_or_acquire() as producer:
             for run_id, schedule, plan in zip(
                 self.ids, self.schedule_of, self.plan_times, strict=True
@@ -201,7 +202,7 @@ class Runs:
                 envelope = Envelope(
                     run_id, schedule, self.schedules[schedule], plan, Trigger.SCHEDULED
                 )
-                publish(app, payload, envelope, producer)
+                publisher.publish(payload, envelope, plan, producer)
 
     def outcome(self) -> tuple[Counter[str], int]:
         """The runs by status, and how many schedules show their latest run's success."""

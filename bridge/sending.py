@@ -52,7 +52,7 @@ def failure_reason(exc: BaseException) -> str:
 
 
 def publish_or_fail(
-    app: Celery,
+    publisher: broker.Publisher,
     runs: RunEnds,
     payload: Payload,
     envelope: Envelope,
@@ -65,7 +65,7 @@ def publish_or_fail(
     record stays ``PENDING`` for the caller to send again.
     """
     try:
-        broker.publish(app, payload, envelope, producer)
+        publisher.publish(payload, envelope, utcnow(), producer)
     except transient:
         raise
     except Exception as exc:

@@ -100,8 +100,10 @@ class Outbox:
 
     def __init__(self, app: Celery) -> None:
         self.app = app
+        self.publisher = broker.Publisher(app)
         self._connection: Any = None
         self._producer: Any = None
+        self._errors: tuple[type[BaseException], ...] | None = None
 
     def producer(self) -> Any:
         if self._connection is None:
@@ -112,16 +114,22 @@ class Outbox:
         return self._producer
 
     def errors(self) -> tuple[type[BaseException], ...]:
-        """The errors that mean the broker cannot be reached or took a batch in part."""
-        connection = self._connection or self.app.connection_for_write()
-        return (
-            kombu.exceptions.OperationalError,
-            # A pipelined batch that failed: delivery of its messages is uncertain.
-            kombu.exceptions.BatchPublishError,
-            OSError,
-            *connection.connection_errors,
-            *connection.channel_errors,
-        )
+        """The errors that mean the broker cannot be reached or took a batch in part.
+
+        They are the transport's, the same for every connection: read once,
+        as they are asked for with every message.
+        """
+        if self._errors is None:
+            connection = self._connection or self.app.connection_for_write()
+            self._errors = (
+                kombu.exceptions.OperationalError,
+                # A pipelined batch that failed: delivery of its messages is uncertain.
+                kombu.exceptions.BatchPublishError,
+                OSError,
+                *connection.connection_errors,
+                *connection.channel_errors,
+            )
+        return self._errors
 
     def drop(self) -> None:
         """Forget a connection that failed (or at shutdown), so the next send reconnects."""
@@ -458,7 +466,7 @@ class FireSequence:
                 continue
             try:
                 sending.publish_or_fail(
-                    self.app,
+                    self.outbox.publisher,
                     self.store,
                     fire.payload,
                     fire.envelope(send, run_id, expires),

@@ -25,7 +25,7 @@ from typing import Any, Unpack
 from celery import Celery
 
 from bridge import sending
-from bridge.broker import check_broker
+from bridge.broker import Publisher, check_broker
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import RunSkipped, SendFailed, StateConflict, ValidationError
@@ -872,7 +872,7 @@ class Bridge:
         expires = expires_at(payload, utcnow(), None)
         try:
             sending.publish_or_fail(
-                app,
+                Publisher(app),
                 self.store,
                 payload,
                 Envelope(run_id, schedule.id, schedule.name, plan_time, trigger, expires),

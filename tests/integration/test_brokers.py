@@ -20,9 +20,13 @@ from itertools import pairwise
 
 import pytest
 from celery import Celery
+from celery.signals import before_task_publish
 from kombu import Queue
 
-from bridge.broker import batch_producer
+from bridge.broker import Publisher, batch_producer
+from bridge.clock import utcnow
+from bridge.rules.kinds import Trigger
+from bridge.rules.runs import Envelope, Payload
 from tests.integration.test_policies import (
     FINAL,
     SEC,
@@ -194,3 +198,64 @@ def test_beats_producer_declares_each_queue_once_a_connection(amqp_url: str) -> 
         connection.default_channel.queue_delete(queue)
     publish(2)  # a new connection: the queue is declared again, the messages kept
     assert waiting() == 2
+
+
+@pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
+def test_a_runs_message_is_the_one_send_task_composes(
+    broker: str, request: pytest.FixtureRequest
+) -> None:
+    """Beat's publisher composes a run's message with the app's own parts rather than
+    ``send_task``: what reaches the broker is the same message, task options, routes
+    and publish signals included, but for the time to live counted from a later now."""
+    url = request.getfixturevalue("redis_url" if broker == "redis" else "amqp_url")
+    app = Celery("composes", broker=url, set_as_current=False)
+    app.conf.task_routes = {"tests.routed": {"queue": f"routed-{uuid.uuid4().hex[:8]}"}}
+
+    @app.task(name="tests.routed", time_limit=30, priority=3)
+    def routed(*args: object, **kwargs: object) -> None: ...
+
+    app.finalize()
+    signalled: list[str] = []
+
+    def before_publish(headers: dict[str, object], **_: object) -> None:
+        signalled.append(str(headers["id"]))
+
+    before_task_publish.connect(before_publish, weak=False)
+    queue = app.conf.task_routes["tests.routed"]["queue"]
+    run_id = str(uuid.uuid4())
+    expires = utcnow() + timedelta(minutes=5)
+    payload = Payload("tests.routed", [1, "two"], {"three": [3]}, {"headers": {"own": "kept"}})
+    envelope = Envelope(run_id, 7, "composed", utcnow(), Trigger.SCHEDULED, expires)
+    try:
+        with app.connection_for_write() as connection:
+            Publisher(app).publish(payload, envelope, utcnow(), batch_producer(app, connection))
+            app.send_task(
+                "tests.routed",
+                args=[1, "two"],
+                kwargs={"three": [3]},
+                task_id=run_id,
+                headers={"own": "kept"} | envelope.headers(),
+                expires=expires,
+                producer=connection.Producer(),
+            )
+            with connection.SimpleQueue(queue) as received:
+                ours, theirs = (received.get(timeout=10) for _ in range(2))
+                for message in (ours, theirs):
+                    message.ack()
+    finally:
+        before_task_publish.disconnect(before_publish)
+    assert signalled == [run_id, run_id]
+    assert ours.headers == theirs.headers
+    assert ours.headers["timelimit"] == [30, None]
+    assert ours.headers["own"] == "kept" and ours.headers["bridge_schedule"] == "composed"
+    assert ours.decode() == theirs.decode() == [[1, "two"], {"three": [3]}, ours.decode()[2]]
+    assert ours.content_type == theirs.content_type
+    mine, celerys = dict(ours.properties), dict(theirs.properties)
+    for properties in (mine, celerys):
+        properties.pop("delivery_tag", None)
+        properties.pop("delivery_info", None)
+    # The broker's time to live, in milliseconds.
+    ttl_ours, ttl_theirs = (float(p.pop("expiration")) / 1000 for p in (mine, celerys))
+    assert abs(ttl_ours - ttl_theirs) < 5 and 290 < ttl_ours <= 300
+    assert mine == celerys
+    assert mine["priority"] == 3

@@ -137,12 +137,12 @@ def test_bridge_task_runs_a_run_delivered_three_times_once(broker_env: Env) -> N
     schedule_id = json.loads(env.cli("show", "once", "--json").stdout)["id"]
     again = (
         "from datetime import UTC, datetime\n"
-        "from bridge.broker import publish\nfrom bridge.rules.runs import Envelope, Payload\n"
+        "from bridge.broker import Publisher\nfrom bridge.rules.runs import Envelope, Payload\n"
         "from bridge.rules.kinds import Trigger\n"
         f"payload = Payload('workers.app.once', [], {kwargs!r}, {{}})\n"
         f"envelope = Envelope({run_id!r}, {schedule_id}, 'once', datetime.now(UTC),"
         " Trigger.MANUAL)\n"
-        "publish(app, payload, envelope)\n"
+        "Publisher(app).publish(payload, envelope, datetime.now(UTC))\n"
     )
     wait_for(lambda: history(env, "once")[0]["status"] == "STARTED", 30, what="the run to start")
     send(env, again)  # delivered while the first delivery runs
@@ -217,14 +217,14 @@ def test_bridge_task_copies_delivered_together_run_once(pg_env: Env) -> None:
     send(
         env,
         "from bridge import Bridge\n"
-        "from bridge.broker import publish\nfrom bridge.rules.runs import Envelope, Payload\n"
+        "from bridge.broker import Publisher\nfrom bridge.rules.runs import Envelope, Payload\n"
         "from bridge.rules.kinds import Trigger\n"
         "bridge = Bridge(app)\n"
         "run, schedule = bridge.run('together'), bridge.get('together')\n"
         f"payload = Payload('workers.app.once', [], {kwargs!r}, {{}})\n"
         "envelope = Envelope(run.id, schedule.id, 'together', run.plan_time, Trigger.MANUAL)\n"
         "for _ in range(3):\n"
-        "    publish(app, payload, envelope)\n",
+        "    Publisher(app).publish(payload, envelope, run.plan_time)\n",
     )
     [run] = history(env, "together")
     dropped = f"duplicate delivery of run {run['id']} of workers.app.once dropped"

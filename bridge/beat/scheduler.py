@@ -40,7 +40,7 @@ from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import BridgeError, ValidationError
 from bridge.rules.decisions import wait_seconds
-from bridge.storage.beat import BeatStore, Row, on_time_after
+from bridge.storage.beat import BeatStore
 from bridge.storage.database import Database, DatabaseError, shown_url
 from bridge.storage.housekeeping import Housekeeping
 
@@ -245,7 +245,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             since=before,
         )
         self._claims = (last, now)
-        full = len(claimed) >= limit
+        count = len(claimed.on_time) + len(claimed.behind)
+        full = count >= limit
         self._batch = (
             min(limit * 2, self.settings.batch_size)
             if full
@@ -253,22 +254,15 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         )
         # The rows on time go out as a batch of their own, ahead of a backlog's: they wait
         # for their own records only, not for a backlog batch's thousands.
-        late = on_time_after(now, before)
-        on_time: list[Row] = []
-        behind: list[Row] = []
-        for row in claimed:
-            (on_time if row.nextrun is not None and row.nextrun > late else behind).append(row)
         fired = 0
-        for part in (on_time, behind):
+        for part in claimed:
             if part:
                 fired += self.fires.fire(part, lambda: self._stopping, full)
         if not full or self._stopping:
             self.fires.finish()
         took = time.perf_counter() - started
-        self.metrics.ticked(took, len(claimed))
-        logger.debug(
-            "bridge: tick claimed %d fired %d in %.1f ms", len(claimed), fired, took * 1000
-        )
+        self.metrics.ticked(took, count)
+        logger.debug("bridge: tick claimed %d fired %d in %.1f ms", count, fired, took * 1000)
         # Housekeeping after the fire, which is what the wake-up was timed for.
         self.housekeeper.run(utcnow(), self.fires.sent)
         if self.fires.troubled:

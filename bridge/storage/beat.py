@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
@@ -41,11 +41,11 @@ __all__ = [
     "Advance",
     "Advanced",
     "BeatStore",
+    "Claimed",
     "Recorded",
     "Replaced",
     "Row",
     "Sent",
-    "on_time_after",
 ]
 
 _TABLE: Table = PeriodicTask.__table__  # type: ignore[assignment]
@@ -58,6 +58,19 @@ def on_time_after(now: datetime, since: datetime | None) -> datetime:
     """The ``nextrun`` after which a due row is on time for a claim at ``now`` (see
     :meth:`BeatStore.claim_due`)."""
     return now - ON_TIME if since is None else min(now - ON_TIME, since)
+
+
+class Claimed(NamedTuple):
+    """The rows a claim marked, in its two parts, each oldest ``nextrun`` first."""
+
+    #: Due since the claim before the last, or within :data:`ON_TIME`.
+    on_time: list[Row]
+    #: Due before that: a backlog, a burst longer than a tick.
+    behind: list[Row]
+
+    @property
+    def rows(self) -> list[Row]:
+        return self.on_time + self.behind
 
 
 #: A ``periodic_task`` row as beat reads it: each column's value as an attribute. Not a
@@ -124,7 +137,7 @@ class BeatStore:
         limit: int,
         besides: Collection[int] = (),
         since: datetime | None = None,
-    ) -> list[Row]:
+    ) -> Claimed:
         """Mark up to ``limit`` due rows for ``instance``: those on time first, then the
         older ones, oldest ``nextrun`` first.
 
@@ -149,20 +162,21 @@ class BeatStore:
         late = on_time_after(now, since)
         with self.database.session() as session:
             others = [~among(session, PeriodicTask.id, besides)] if besides else []
-            rows = self._claim(
+            on_time = self._claim(
                 session, instance, now, lease, limit, PeriodicTask.nextrun > late, *others
             )
-            if len(rows) < limit:
-                rows += self._claim(
+            behind = []
+            if len(on_time) < limit:
+                behind = self._claim(
                     session,
                     instance,
                     now,
                     lease,
-                    limit - len(rows),
+                    limit - len(on_time),
                     PeriodicTask.nextrun <= late,
                     *others,
                 )
-        return rows
+        return Claimed(on_time, behind)
 
     @staticmethod
     def _claim(

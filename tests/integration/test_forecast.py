@@ -57,7 +57,8 @@ def beat_sends(api: Bridge, name: str, start: datetime, count: int) -> list[tupl
         if not row.enabled or row.nextrun is None:
             break
         clock = max(clock, row.nextrun)
-        [claimed] = [r for r in store.claim_due(INSTANCE, clock, LEASE, 1000) if r.name == name]
+        rows = store.claim_due(INSTANCE, clock, LEASE, 1000).rows
+        [claimed] = [r for r in rows if r.name == name]
         plan = decide(state_of(claimed), clock, [])
         run_ids = [run_id_for(claimed.id, s.plan_time, s.attempt) for s in plan.sends]
         sent += [(s.plan_time, clock, s.trigger, s.attempt) for s in plan.sends]

@@ -53,17 +53,17 @@ def renewed_and_expired(api: Bridge) -> None:
         api.add(name, task="workers.app.quick", timer="every 1h")
     store = BeatStore(api.database)
     due = utcnow() + timedelta(hours=2)  # both rows are due by then
-    mine = store.claim_due("beat-1", due, LEASE, 10)
+    mine = store.claim_due("beat-1", due, LEASE, 10).rows
     assert sorted(row.name for row in mine) == ["a", "b"]
 
     # Renewed before it expired: another instance claims nothing.
     renewed_at = due + timedelta(seconds=20)
     assert store.renew("beat-1", [row.id for row in mine], renewed_at) == {r.id for r in mine}
-    assert store.claim_due("beat-2", due + timedelta(seconds=40), LEASE, 10) == []
+    assert store.claim_due("beat-2", due + timedelta(seconds=40), LEASE, 10).rows == []
 
     # Not renewed again: once the lease has run out, another instance takes the rows over,
     # and the first one can no longer renew them or write through its old mark.
-    taken = store.claim_due("beat-2", renewed_at + LEASE + timedelta(seconds=1), LEASE, 10)
+    taken = store.claim_due("beat-2", renewed_at + LEASE + timedelta(seconds=1), LEASE, 10).rows
     assert sorted(row.name for row in taken) == ["a", "b"]
     assert store.renew("beat-1", [row.id for row in mine], renewed_at + LEASE) == set()
     assert store.reread([mine[0].id], "beat-1", renewed_at) == {}
@@ -106,8 +106,8 @@ def test_a_beat_that_lost_its_lease_revokes_disables_and_records_nothing(
         return fires.fire(claimed, lambda: False)
 
     with alive(api.database, "beat-1", "beat-2"):
-        mine = store.claim_due("beat-1", now, LEASE, 10)
-        theirs = store.claim_due("beat-2", now + LEASE + timedelta(seconds=1), LEASE, 10)
+        mine = store.claim_due("beat-1", now, LEASE, 10).rows
+        theirs = store.claim_due("beat-2", now + LEASE + timedelta(seconds=1), LEASE, 10).rows
     assert {row.name for row in mine} == {row.name for row in theirs} == {"replacing", "bad"}
 
     assert fire("beat-1", mine) == 0
@@ -141,19 +141,19 @@ def test_the_marks_of_a_dead_instance_are_taken_over_at_once_on_postgres(api: Br
     due = utcnow() + timedelta(hours=2)
     postgres = api.database.engine.dialect.name == "postgresql"
     with alive(api.database, "beat-1", "beat-2") as locks:
-        [mine] = store.claim_due("beat-1", due, LEASE, 10)
-        assert store.claim_due("beat-2", due + timedelta(seconds=1), LEASE, 10) == []
+        [mine] = store.claim_due("beat-1", due, LEASE, 10).rows
+        assert store.claim_due("beat-2", due + timedelta(seconds=1), LEASE, 10).rows == []
         assert store.next_due(due + timedelta(seconds=1), LEASE) is None
         if postgres:
             locks["beat-1"].close()  # the session ends, as when the process is killed
         later = due + timedelta(seconds=1)
         if postgres:
             # The server ends the session a moment after the client closes it.
-            taken = wait_for(lambda: store.claim_due("beat-2", later, LEASE, 10), 10)
+            taken = wait_for(lambda: store.claim_due("beat-2", later, LEASE, 10).rows, 10)
             assert [row.name for row in taken] == ["held"]
             assert store.reread([mine.id], "beat-1", due) == {}
         else:
-            assert store.claim_due("beat-2", later, LEASE, 10) == []
+            assert store.claim_due("beat-2", later, LEASE, 10).rows == []
             assert store.next_due(later, LEASE) is None
 
 
@@ -170,17 +170,18 @@ def test_a_claim_takes_rows_due_now_before_a_backlog(api: Bridge) -> None:
     store = BeatStore(api.database)
     later = now + timedelta(seconds=30)
     with alive(api.database, "beat-1"):
-        [first] = store.claim_due("beat-1", now, LEASE, 1)
+        [first] = store.claim_due("beat-1", now, LEASE, 1).on_time
         # After a tick longer than a second, a row due since the claim given is on time.
-        [again] = store.claim_due("beat-1", later, LEASE, 1, since=now - timedelta(seconds=1))
+        again = store.claim_due("beat-1", later, LEASE, 1, since=now - timedelta(seconds=1))
         # Kept out while its batch is still finishing: the backlog, the oldest first.
         backlog = store.claim_due("beat-1", later, LEASE, 10, besides=[first.id])
         rest = store.claim_due("beat-1", later, LEASE, 10)
-    assert first.name == again.name == "now"
-    assert [row.name for row in backlog] == ["older", "old"]
+    assert first.name == "now"
+    assert ([row.name for row in again.on_time], again.behind) == (["now"], [])
+    assert (backlog.on_time, [row.name for row in backlog.behind]) == ([], ["older", "old"])
     # The mark of the first claim is the instance's own: claimed again, now late, behind the
     # older backlog.
-    assert [row.name for row in rest] == ["older", "old", "now"]
+    assert (rest.on_time, [row.name for row in rest.behind]) == ([], ["older", "old", "now"])
 
 
 def test_beat_reads_a_rows_oldest_open_runs_and_all_its_fire_may_have_recorded(

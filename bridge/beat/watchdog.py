@@ -101,8 +101,6 @@ class Watchdog:
         self._prune_after = 0
         self._pruning = Turns(QUIET_MARGIN, STARVED_AFTER, PRUNE_BUDGET, time.monotonic())
         self._failing: str | None = None
-        #: CPU seconds the last pass's judging and alerting took (see WATCH_SHARE).
-        self._judging_cpu = 0.0
 
     def start(self) -> None:
         self._thread.start()
@@ -115,9 +113,9 @@ class Watchdog:
     def _loop(self) -> None:
         pause = self.settings.watchdog_interval
         while not self._stop.wait(pause):
-            self._judging_cpu = 0.0
+            judging = 0.0
             try:
-                self.watch(utcnow())
+                judging = self.watch(utcnow())
             except Exception as exc:
                 reason = error_reason(exc) if isinstance(exc, DatabaseError) else repr(exc)
                 if self._failing != reason:
@@ -127,14 +125,12 @@ class Watchdog:
                 if self._failing is not None:
                     logger.warning("bridge: watchdog passes again")
                 self._failing = None
-            pause = pause_after(self.settings.watchdog_interval, self._judging_cpu, WATCH_SHARE)
+            pause = pause_after(self.settings.watchdog_interval, judging, WATCH_SHARE)
 
-    def watch(self, now: datetime) -> None:
-        """One pass: judge (if no other beat is judging), alert, prune.
-
-        Notes the CPU the judging and alerting took from beat's fires, which
-        spaces the passes; pruning waits for beat's quiet instead.
-        """
+    def watch(self, now: datetime) -> float:
+        """One pass: judge (if no other beat is judging), alert, prune; the CPU seconds
+        the judging and alerting took from beat's fires, which spaces the passes
+        (pruning waits for beat's quiet instead)."""
         started = time.thread_time()
         with self.health.judging() as judging:
             if judging:
@@ -142,8 +138,9 @@ class Watchdog:
         if self.settings.alert_task:
             repeat = timedelta(seconds=self.settings.alert_repeat)
             alerting.send_alerts(self.app, self.incidents, self.settings.alert_task, repeat)
-        self._judging_cpu = time.thread_time() - started
+        took = time.thread_time() - started
         self.prune(now)
+        return took
 
     # -- 1. judge ---------------------------------------------------------------------------
 

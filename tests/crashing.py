@@ -59,7 +59,7 @@ class CrashingScheduler(DatabaseScheduler):  # type: ignore[misc]
         point = os.environ["BRIDGE_TEST_CRASH_AT"]
         store = self.store
         if point == "mark":
-            store.claim_due = _then_die(store.claim_due)
+            store.claim_due = _then_die(store.claim_due, when=lambda claimed: claimed.rows)
         elif point == "record":
             store.record_runs = _then_die(store.record_runs)
         elif point == "publish":

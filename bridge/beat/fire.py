@@ -215,7 +215,11 @@ class FireSequence:
         self._finishing: _Finishing | None = None
 
     def fire(
-        self, claimed: Sequence[Row], stopping: Callable[[], bool], more_due: bool = False
+        self,
+        claimed: Sequence[Row],
+        stopping: Callable[[], bool],
+        more_due: bool = False,
+        catchup_limit: int | None = None,
     ) -> int:
         """Run every phase for a batch of claimed rows; the number of runs published.
 
@@ -224,11 +228,15 @@ class FireSequence:
         (see :func:`~bridge.rules.decisions.catchup_share`); the batch is then
         marked sent and advanced on the finishing thread, if there is one,
         while the caller goes on (see :meth:`finish`).
+        ``catchup_limit``: the occurrences a row under catch-up ``all`` sends at
+        most, when the tick shares them among more rows than these.
         """
         now = utcnow()
         batch = _Batch.of(claimed)
         live = self._settle_stale(batch, now)
-        fires, bad = self._prepare(batch, live, now, more_due)
+        if catchup_limit is None:
+            catchup_limit = catchup_share(len(batch.rows), self.settings.batch_size, more_due)
+        fires, bad = self._prepare(batch, live, now, catchup_limit)
         if stopping():
             self.store.release(self.instance, batch.ids)
             return 0
@@ -346,12 +354,11 @@ class FireSequence:
     # -- 2. prepare ------------------------------------------------------------------
 
     def _prepare(
-        self, batch: _Batch, live: dict[int, list[OpenRun]], now: datetime, more_due: bool
+        self, batch: _Batch, live: dict[int, list[OpenRun]], now: datetime, catchup_limit: int
     ) -> tuple[list[Fire], dict[int, str]]:
         """Decide every row, with no I/O; the fires, and the notes of the rows set aside."""
         fires: list[Fire] = []
         bad: dict[int, str] = {}
-        catchup_limit = catchup_share(len(batch.rows), self.settings.batch_size, more_due)
         for row in batch.rows.values():
             try:
                 fire = self._step(

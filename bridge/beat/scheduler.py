@@ -39,8 +39,9 @@ from bridge.broker import check_broker
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import BridgeError, ValidationError
-from bridge.rules.decisions import wait_seconds
-from bridge.storage.beat import BeatStore
+from bridge.rules.decisions import catchup_share, wait_seconds
+from bridge.rules.fire import fires_of_backlog
+from bridge.storage.beat import BeatStore, Claimed, Row
 from bridge.storage.database import Database, DatabaseError, shown_url
 from bridge.storage.housekeeping import Housekeeping
 
@@ -231,20 +232,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             # Before the claim: a mark made without the lock would be taken over at once.
             self._presence.hold()
         limit = self._batch
-        now = utcnow()
-        # Rows due since the claim before the last are on time: a row of the batch still
-        # finishing sits out the next claim, and may fall due again meanwhile. A claim
-        # that fails (an outage) starts the count again, lest a whole outage count as now.
-        (before, last), self._claims = self._claims, (None, None)
-        claimed = self.store.claim_due(
-            self.instance,
-            now,
-            timedelta(seconds=self.settings.lease_seconds),
-            limit,
-            besides=self.fires.finishing,
-            since=before,
-        )
-        self._claims = (last, now)
+        claimed = self._claim(limit)
         count = len(claimed.on_time) + len(claimed.behind)
         full = count >= limit
         self._batch = (
@@ -252,12 +240,16 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             if full
             else min(FIRST_BATCH, self.settings.batch_size)
         )
-        # The rows on time go out as a batch of their own, ahead of a backlog's: they wait
-        # for their own records only, not for a backlog batch's thousands.
-        fired = 0
-        for part in claimed:
-            if part:
-                fired += self.fires.fire(part, lambda: self._stopping, full)
+        fired = self._fire(claimed.on_time, full)
+        share = catchup_share(len(claimed.behind), self.settings.batch_size, full)
+        backlog = fires_of_backlog(claimed.behind, share, self.settings.batch_size)
+        for i, rows in enumerate(backlog):
+            if i and not self._stopping:
+                # What fell due during the fire before goes ahead of the rest.
+                due_now = self._claim(limit, behind=False).on_time
+                count += len(due_now)
+                fired += self._fire(due_now, full)
+            fired += self._fire(rows, full, share)
         if not full or self._stopping:
             self.fires.finish()
         took = time.perf_counter() - started
@@ -273,6 +265,32 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         now = utcnow()
         due = self.store.next_due(now, timedelta(seconds=self.settings.lease_seconds))
         return wait_seconds(due, now, self.settings.poll_interval)
+
+    def _claim(self, limit: int, behind: bool = True) -> Claimed:
+        """Mark up to ``limit`` due rows for this instance, on time first (see
+        :meth:`~bridge.storage.beat.BeatStore.claim_due`)."""
+        now = utcnow()
+        # Rows due since the claim before the last are on time: a row of the batch still
+        # finishing sits out the next claim, and may fall due again meanwhile. A claim
+        # that fails (an outage) starts the count again, lest a whole outage count as now.
+        (before, last), self._claims = self._claims, (None, None)
+        claimed = self.store.claim_due(
+            self.instance,
+            now,
+            timedelta(seconds=self.settings.lease_seconds),
+            limit,
+            besides=self.fires.finishing,
+            since=before,
+            behind=behind,
+        )
+        self._claims = (last, now)
+        return claimed
+
+    def _fire(self, rows: list[Row], full: bool, catchup_limit: int | None = None) -> int:
+        """The fire sequence on these claimed rows, if any; the runs published."""
+        if not rows:
+            return 0
+        return self.fires.fire(rows, lambda: self._stopping, full, catchup_limit)
 
     # -- signals, config ---------------------------------------------------
 

@@ -30,7 +30,8 @@ from bridge.rules.values import column_of
 CATCHUP_PER_TICK = 100
 #: The messages a tick sends at most for catch-up ``all``, as many batch sizes: a backlog of
 #: many rows takes fewer occurrences of each (at least one) so that a tick stays short and
-#: a schedule falling due now waits for one tick at most behind the backlog.
+#: a schedule falling due now waits for one fire at most behind the backlog (its
+#: rows are fired a batch size of messages at a time, see ``fires_of_backlog``).
 TICK_MESSAGES = 4
 #: Counting missed occurrences of a cron timer stops here (about 69 days of
 #: a per-minute job); interval timers are counted exactly.

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from bridge.errors import BridgeError
 from bridge.rules.decisions import (
@@ -28,7 +28,7 @@ from bridge.rules.decisions import (
 )
 from bridge.rules.definition import check_timer, check_timezone
 from bridge.rules.kinds import SCHEDULED_TRIGGERS, RunStatus
-from bridge.rules.policy import Overlap, Policies
+from bridge.rules.policy import Catchup, Overlap, Policies
 from bridge.rules.runs import (
     Envelope,
     Payload,
@@ -89,6 +89,8 @@ class ScheduleRow(Protocol):
     def remaining(self) -> int | None: ...
     @property
     def overlap(self) -> str | None: ...
+    @property
+    def catchup(self) -> str | None: ...
 
 
 def state_of(row: ScheduleRow) -> State:
@@ -157,6 +159,30 @@ def reads_all_open_runs(row: ScheduleRow, read: int, stale: int) -> bool:
     return stale >= OLDEST_OPEN_READ or (
         read >= OLDEST_OPEN_READ and row.overlap == Overlap.REPLACE
     )
+
+
+_Row = TypeVar("_Row", bound=ScheduleRow)
+
+
+def fires_of_backlog(rows: Sequence[_Row], share: int, batch_size: int) -> list[list[_Row]]:
+    """A tick's rows due before the on-time ones, in order, split into fires of about
+    ``batch_size`` messages: a row under catch-up ``all`` may send ``share`` occurrences,
+    any other row one.
+
+    Between two of these fires beat claims the rows that fell due meanwhile and
+    fires them first: a schedule falling due while a backlog drains waits for
+    one fire behind it, not for the whole tick (``TICK_MESSAGES`` batch sizes).
+    """
+    fires: list[list[_Row]] = []
+    messages = 0
+    for row in rows:
+        weight = share if row.catchup == Catchup.ALL else 1
+        if not fires or messages + weight > batch_size:
+            fires.append([])
+            messages = 0
+        fires[-1].append(row)
+        messages += weight
+    return fires
 
 
 def recorded_by_unfinished_fire(state: State, run: OpenRun) -> bool:

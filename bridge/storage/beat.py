@@ -137,9 +137,10 @@ class BeatStore:
         limit: int,
         besides: Collection[int] = (),
         since: datetime | None = None,
+        behind: bool = True,
     ) -> Claimed:
-        """Mark up to ``limit`` due rows for ``instance``: those on time first, then the
-        older ones, oldest ``nextrun`` first.
+        """Mark up to ``limit`` due rows for ``instance``: those on time first, then (with
+        ``behind``) the older ones, oldest ``nextrun`` first.
 
         A row is on time when it fell due within the last :data:`ON_TIME`, or
         after ``since``, whichever reaches further back: a tick of a backlog
@@ -165,9 +166,9 @@ class BeatStore:
             on_time = self._claim(
                 session, instance, now, lease, limit, PeriodicTask.nextrun > late, *others
             )
-            behind = []
-            if len(on_time) < limit:
-                behind = self._claim(
+            older = []
+            if behind and len(on_time) < limit:
+                older = self._claim(
                     session,
                     instance,
                     now,
@@ -176,7 +177,7 @@ class BeatStore:
                     PeriodicTask.nextrun <= late,
                     *others,
                 )
-        return Claimed(on_time, behind)
+        return Claimed(on_time, older)
 
     @staticmethod
     def _claim(

@@ -171,12 +171,17 @@ def test_a_claim_takes_rows_due_now_before_a_backlog(api: Bridge) -> None:
     later = now + timedelta(seconds=30)
     with alive(api.database, "beat-1"):
         [first] = store.claim_due("beat-1", now, LEASE, 1).on_time
+        # Between two fires of a backlog, beat claims the rows on time alone.
+        alone = store.claim_due(
+            "beat-1", later, LEASE, 10, since=now - timedelta(seconds=1), behind=False
+        )
         # After a tick longer than a second, a row due since the claim given is on time.
         again = store.claim_due("beat-1", later, LEASE, 1, since=now - timedelta(seconds=1))
         # Kept out while its batch is still finishing: the backlog, the oldest first.
         backlog = store.claim_due("beat-1", later, LEASE, 10, besides=[first.id])
         rest = store.claim_due("beat-1", later, LEASE, 10)
     assert first.name == "now"
+    assert ([row.name for row in alone.on_time], alone.behind) == (["now"], [])
     assert ([row.name for row in again.on_time], again.behind) == (["now"], [])
     assert (backlog.on_time, [row.name for row in backlog.behind]) == ([], ["older", "old"])
     # The mark of the first claim is the instance's own: claimed again, now late, behind the

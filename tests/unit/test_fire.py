@@ -10,6 +10,7 @@ short by a crash.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from itertools import pairwise
 
 import pytest
 from hypothesis import given, settings
@@ -20,6 +21,7 @@ from bridge.rules.fire import (
     OLDEST_OPEN_READ,
     Resumable,
     RowRefused,
+    fires_of_backlog,
     prepare,
     reads_all_open_runs,
     recorded_by_unfinished_fire,
@@ -390,3 +392,34 @@ def test_every_open_run_is_read_where_more_may_be_stale_or_replace_revokes_them(
 ) -> None:
     row = Row().with_policies(Policies(overlap=overlap))
     assert reads_all_open_runs(row, read, stale) is all_read
+
+
+@given(
+    catchups=st.lists(st.sampled_from(list(Catchup)), max_size=600),
+    share=st.integers(min_value=1, max_value=100),
+    batch_size=st.integers(min_value=1, max_value=500),
+)
+def test_a_backlog_is_fired_a_batch_of_messages_at_a_time_in_order(
+    catchups: list[Catchup], share: int, batch_size: int
+) -> None:
+    """Every row once, in the claim's order; each fire at most a batch size of messages
+    (a row under catch-up ``all`` counting for its share), unless one row alone holds more;
+    no fire that could have taken the next fire's first row too."""
+    rows = [Row(id=i).with_policies(Policies(catchup=c)) for i, c in enumerate(catchups)]
+    fires = fires_of_backlog(rows, share, batch_size)
+
+    def messages(fire: list[Row]) -> int:
+        return sum(share if row.catchup == Catchup.ALL else 1 for row in fire)
+
+    assert [row.id for fire in fires for row in fire] == [row.id for row in rows]
+    assert all(fire for fire in fires)
+    assert all(messages(fire) <= batch_size or len(fire) == 1 for fire in fires)
+    for fire, after in pairwise(fires):
+        assert messages(fire) + messages(after[:1]) > batch_size
+
+
+def test_a_burst_behind_time_is_one_fire_a_backlog_of_catchup_all_a_quarter() -> None:
+    burst = [Row(id=i) for i in range(500)]
+    backlog = [Row(id=i).with_policies(Policies(catchup=Catchup.ALL)) for i in range(500)]
+    assert [len(f) for f in fires_of_backlog(burst, 4, 500)] == [500]
+    assert [len(f) for f in fires_of_backlog(backlog, 4, 500)] == [125, 125, 125, 125]

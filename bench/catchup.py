@@ -22,8 +22,11 @@ more of every schedule); whether they came oldest first
 (the largest step back in plan time between consecutive backlog messages);
 and the lateness of the on-time schedules' messages while the backlog drained,
 against the length of a tick (``TICK_MESSAGES`` batch sizes of messages at the
-backlog's rate). A backlog not drained within ``--limit`` + 3 x ``--down``
-seconds prints its figures so far and exits 1.
+backlog's rate), and how many of their occurrences never arrived (under the
+default catch-up ``latest`` an occurrence beat reaches after the next one is
+due is passed over: a delay the lateness alone would hide). A backlog not
+drained within ``--limit`` + 3 x ``--down`` seconds prints its figures so far
+and exits 1.
 
     .venv/bin/python -m bench.catchup                      # 600 s down, 1,000 schedules
     .venv/bin/python -m bench.catchup --down 60 --schedules 200 --burst 2000
@@ -147,6 +150,10 @@ class Drain:
     #: ones and those that fell due meanwhile, which a catch-up publishes as well.
     published: int
     on_time: list[Message]
+    #: The on-time schedules' occurrences due a second or more before the backlog was back
+    #: on time, and how many of them never arrived (catch-up ``latest`` passed them over).
+    on_time_due: int
+    on_time_missing: int
     #: Seconds from the beat's first message to the last owed one's arrival.
     seconds: float
     cpu: float
@@ -239,8 +246,23 @@ def drain_backlog(
     # Counted over the same span as the rate: up to the last owed occurrence.
     published = sum(1 for m in arrivals if m.schedule.startswith("backlog-") and m.at <= last)
     punctual = [m for m in arrivals if m.schedule.startswith("on-time-") and m.at <= until]
+    until_wall = max(m.wall for m in arrivals) if drained is None else drained.wall
+    due = {
+        (f"on-time-{i:03d}", start + timedelta(seconds=k))
+        for i in range(on_time)
+        for k in range(max(0, int(until_wall - 1.0 - start.timestamp()) + 1))
+    }
+    came = {(m.schedule, m.plan_time) for m in arrivals if m.schedule.startswith("on-time-")}
     return Drain(
-        schedules * down, backlog, published, punctual, last - first, cpu, drained is not None
+        schedules * down,
+        backlog,
+        published,
+        punctual,
+        len(due),
+        len(due - came),
+        last - first,
+        cpu,
+        drained is not None,
     )
 
 
@@ -290,6 +312,10 @@ def report(raw_rate: float | None, burst_rate: float | None, drain: Drain) -> in
             f" p50 {percentile(late, 0.5):.2f} s p99 {percentile(late, 0.99):.2f} s"
             f" max {max(late):.2f} s; a tick of the backlog {tick:.2f} s"
         )
+    print(
+        f"on-time occurrences never sent (catch-up latest passed them over):"
+        f" {drain.on_time_missing:,} of {drain.on_time_due:,}"
+    )
     return 0 if drain.drained and len(drain.backlog) >= drain.owed else 1
 
 

@@ -244,8 +244,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         share = catchup_share(len(claimed.behind), self.settings.batch_size, full)
         backlog = fires_of_backlog(claimed.behind, share, self.settings.batch_size)
         for i, rows in enumerate(backlog):
-            if i and not self._stopping:
-                # What fell due during the fire before goes ahead of the rest.
+            if i and not (self._stopping or self.fires.troubled):
+                # What fell due during the fire before goes ahead of the rest (not after a
+                # defect: a row that hits one on every fire waits for the pause after the tick).
                 due_now = self._claim(limit, behind=False).on_time
                 count += len(due_now)
                 fired += self._fire(due_now, full)

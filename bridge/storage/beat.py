@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 from bridge.rules.decisions import OpenRun, Plan
 from bridge.rules.fire import OLDEST_OPEN_READ, Resumable, ScheduleRow
 from bridge.rules.kinds import RunStatus
+from bridge.rules.policy import Catchup
 from bridge.storage import runs
 from bridge.storage.database import Database
 from bridge.storage.lifecycle import PLAN_COLUMNS, apply_plan
@@ -65,7 +66,8 @@ class Claimed(NamedTuple):
 
     #: Due since the claim before the last, or within :data:`ON_TIME`.
     on_time: list[Row]
-    #: Due before that: a backlog, a burst longer than a tick.
+    #: Due before that (a burst longer than a tick, a backlog): the rows owing one run at
+    #: most first, then those under catch-up ``all``.
     behind: list[Row]
 
     @property
@@ -140,7 +142,8 @@ class BeatStore:
         behind: bool = True,
     ) -> Claimed:
         """Mark up to ``limit`` due rows for ``instance``: those on time first, then (with
-        ``behind``) the older ones, oldest ``nextrun`` first.
+        ``behind``) the older ones under any catch-up but ``all``, then the older ones
+        under ``all``, each part oldest ``nextrun`` first.
 
         A row is on time when it fell due within the last :data:`ON_TIME`, or
         after ``since``, whichever reaches further back: a tick of a backlog
@@ -149,7 +152,11 @@ class BeatStore:
         still finishing sits out one claim). On time first, so that a backlog (beat was down,
         catch-up ``all``) or a burst longer than a tick never holds back a
         schedule falling due now: it goes out in the next tick, whatever
-        lies behind it.
+        lies behind it. Of the rows behind, those that owe one run at most
+        (catch-up ``latest`` or ``none``: beat was down, or they slipped
+        past a claim) go before those owing every occurrence, which would
+        otherwise hold them back, missing occurrence after occurrence, until
+        the whole backlog had drained.
 
         A row is claimable when it is unmarked, its mark has expired, the
         instance that marked it is dead (:mod:`bridge.storage.presence`), or the
@@ -166,17 +173,19 @@ class BeatStore:
             on_time = self._claim(
                 session, instance, now, lease, limit, PeriodicTask.nextrun > late, *others
             )
-            older = []
-            if behind and len(on_time) < limit:
-                older = self._claim(
-                    session,
-                    instance,
-                    now,
-                    lease,
-                    limit - len(on_time),
-                    PeriodicTask.nextrun <= late,
-                    *others,
-                )
+            older: list[Row] = []
+            for owing in (PeriodicTask.catchup != Catchup.ALL, PeriodicTask.catchup == Catchup.ALL):
+                if behind and len(on_time) + len(older) < limit:
+                    older += self._claim(
+                        session,
+                        instance,
+                        now,
+                        lease,
+                        limit - len(on_time) - len(older),
+                        PeriodicTask.nextrun <= late,
+                        owing,
+                        *others,
+                    )
         return Claimed(on_time, older)
 
     @staticmethod

@@ -228,9 +228,6 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if not self._config_synced:
             self._sync_config()
         started = time.perf_counter()
-        if self._presence is not None:
-            # Before the claim: a mark made without the lock would be taken over at once.
-            self._presence.hold()
         limit = self._batch
         claimed = self._claim(limit)
         count = len(claimed.on_time) + len(claimed.behind)
@@ -244,7 +241,10 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         share = catchup_share(len(claimed.behind), self.settings.batch_size, full)
         backlog = fires_of_backlog(claimed.behind, share, self.settings.batch_size)
         for i, rows in enumerate(backlog):
-            if i and not (self._stopping or self.fires.troubled):
+            if self._stopping:
+                self.store.release(self.instance, [row.id for part in backlog[i:] for row in part])
+                break
+            if i and not self.fires.troubled:
                 # What fell due during the fire before goes ahead of the rest (not after a
                 # defect: a row that hits one on every fire waits for the pause after the tick).
                 due_now = self._claim(limit, behind=False).on_time
@@ -270,6 +270,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
     def _claim(self, limit: int, behind: bool = True) -> Claimed:
         """Mark up to ``limit`` due rows for this instance, on time first (see
         :meth:`~bridge.storage.beat.BeatStore.claim_due`)."""
+        if self._presence is not None:
+            # Before each claim: a mark made without the lock would be taken over at once.
+            self._presence.hold()
         now = utcnow()
         # Rows due since the claim before the last are on time: a row of the batch still
         # finishing sits out the next claim, and may fall due again meanwhile. A claim

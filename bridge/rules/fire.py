@@ -166,8 +166,9 @@ _Row = TypeVar("_Row", bound=ScheduleRow)
 
 def fires_of_backlog(rows: Sequence[_Row], share: int, batch_size: int) -> list[list[_Row]]:
     """A tick's rows due before the on-time ones, in order, split into fires of about
-    ``batch_size`` messages: a row under catch-up ``all`` may send ``share`` occurrences,
-    any other row one.
+    ``batch_size`` messages: a row under catch-up ``all`` and overlap ``allow`` may send
+    ``share`` occurrences, any other row one (the other overlap policies send a backlog's
+    occurrences one after another).
 
     Between two of these fires beat claims the rows that fell due meanwhile and
     fires them first: a schedule falling due while a backlog drains waits for
@@ -176,7 +177,7 @@ def fires_of_backlog(rows: Sequence[_Row], share: int, batch_size: int) -> list[
     fires: list[list[_Row]] = []
     messages = 0
     for row in rows:
-        weight = share if row.catchup == Catchup.ALL else 1
+        weight = share if row.catchup == Catchup.ALL and row.overlap == Overlap.ALLOW else 1
         if not fires or messages + weight > batch_size:
             fires.append([])
             messages = 0

@@ -17,6 +17,7 @@ import json
 import uuid
 from datetime import timedelta
 from itertools import pairwise
+from typing import Any
 
 import pytest
 from celery import Celery
@@ -200,16 +201,26 @@ def test_beats_producer_declares_each_queue_once_a_connection(amqp_url: str) -> 
     assert waiting() == 2
 
 
+@pytest.mark.parametrize("pooled", [False, True], ids=["beat", "api"])
 @pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_a_runs_message_is_the_one_send_task_composes(
-    broker: str, request: pytest.FixtureRequest
+    broker: str, pooled: bool, request: pytest.FixtureRequest
 ) -> None:
-    """Beat's publisher composes a run's message with the app's own parts rather than
+    """The publisher composes a run's message with the app's own parts rather than
     ``send_task``: what reaches the broker is the same message, task options, routes
-    and publish signals included, but for the time to live counted from a later now."""
+    (a router function sees the headers) and publish signals included, but for the time
+    to live counted from a later now; over beat's producer or one from the app's pool."""
     url = request.getfixturevalue("redis_url" if broker == "redis" else "amqp_url")
     app = Celery("composes", broker=url, set_as_current=False)
-    app.conf.task_routes = {"tests.routed": {"queue": f"routed-{uuid.uuid4().hex[:8]}"}}
+    queue = f"routed-{uuid.uuid4().hex[:8]}"
+
+    def by_schedule(
+        name: str, args: object, kwargs: object, options: dict[str, Any], **_: object
+    ) -> dict[str, str] | None:
+        composed = options.get("headers", {}).get("bridge_schedule") == "composed"
+        return {"queue": queue} if composed else None
+
+    app.conf.task_routes = [by_schedule]
 
     @app.task(name="tests.routed", time_limit=30, priority=3)
     def routed(*args: object, **kwargs: object) -> None: ...
@@ -221,14 +232,14 @@ def test_a_runs_message_is_the_one_send_task_composes(
         signalled.append(str(headers["id"]))
 
     before_task_publish.connect(before_publish, weak=False)
-    queue = app.conf.task_routes["tests.routed"]["queue"]
     run_id = str(uuid.uuid4())
     expires = utcnow() + timedelta(minutes=5)
     payload = Payload("tests.routed", [1, "two"], {"three": [3]}, {"headers": {"own": "kept"}})
     envelope = Envelope(run_id, 7, "composed", utcnow(), Trigger.SCHEDULED, expires)
     try:
         with app.connection_for_write() as connection:
-            Publisher(app).publish(payload, envelope, utcnow(), batch_producer(app, connection))
+            producer = None if pooled else batch_producer(app, connection)
+            Publisher(app).publish(payload, envelope, utcnow(), producer)
             app.send_task(
                 "tests.routed",
                 args=[1, "two"],

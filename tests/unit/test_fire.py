@@ -395,21 +395,28 @@ def test_every_open_run_is_read_where_more_may_be_stale_or_replace_revokes_them(
 
 
 @given(
-    catchups=st.lists(st.sampled_from(list(Catchup)), max_size=600),
+    policies=st.lists(
+        st.tuples(st.sampled_from(list(Catchup)), st.sampled_from(list(Overlap))), max_size=600
+    ),
     share=st.integers(min_value=1, max_value=100),
     batch_size=st.integers(min_value=1, max_value=500),
 )
 def test_a_backlog_is_fired_a_batch_of_messages_at_a_time_in_order(
-    catchups: list[Catchup], share: int, batch_size: int
+    policies: list[tuple[Catchup, Overlap]], share: int, batch_size: int
 ) -> None:
     """Every row once, in the claim's order; each fire at most a batch size of messages
-    (a row under catch-up ``all`` counting for its share), unless one row alone holds more;
-    no fire that could have taken the next fire's first row too."""
-    rows = [Row(id=i).with_policies(Policies(catchup=c)) for i, c in enumerate(catchups)]
+    (a row under catch-up ``all`` and overlap ``allow`` counting for its share), unless one
+    row alone holds more; no fire that could have taken the next fire's first row too."""
+    rows = [
+        Row(id=i).with_policies(Policies(catchup=c, overlap=o)) for i, (c, o) in enumerate(policies)
+    ]
     fires = fires_of_backlog(rows, share, batch_size)
 
     def messages(fire: list[Row]) -> int:
-        return sum(share if row.catchup == Catchup.ALL else 1 for row in fire)
+        return sum(
+            share if (row.catchup, row.overlap) == (Catchup.ALL, Overlap.ALLOW) else 1
+            for row in fire
+        )
 
     assert [row.id for fire in fires for row in fire] == [row.id for row in rows]
     assert all(fire for fire in fires)
@@ -418,8 +425,15 @@ def test_a_backlog_is_fired_a_batch_of_messages_at_a_time_in_order(
         assert messages(fire) + messages(after[:1]) > batch_size
 
 
-def test_a_burst_behind_time_is_one_fire_a_backlog_of_catchup_all_a_quarter() -> None:
+def test_a_burst_behind_time_is_one_fire_a_backlog_sent_together_a_quarter() -> None:
+    """Rows that each send one occurrence (a burst, a backlog under overlap ``skip``) go in
+    one fire of a batch; a backlog under ``allow`` sends its share of each, in four."""
     burst = [Row(id=i) for i in range(500)]
-    backlog = [Row(id=i).with_policies(Policies(catchup=Catchup.ALL)) for i in range(500)]
+    skip = [Row(id=i).with_policies(Policies(catchup=Catchup.ALL)) for i in range(500)]
+    allow = [
+        Row(id=i).with_policies(Policies(catchup=Catchup.ALL, overlap=Overlap.ALLOW))
+        for i in range(500)
+    ]
     assert [len(f) for f in fires_of_backlog(burst, 4, 500)] == [500]
-    assert [len(f) for f in fires_of_backlog(backlog, 4, 500)] == [125, 125, 125, 125]
+    assert [len(f) for f in fires_of_backlog(skip, 4, 500)] == [500]
+    assert [len(f) for f in fires_of_backlog(allow, 4, 500)] == [125, 125, 125, 125]

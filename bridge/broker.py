@@ -59,7 +59,9 @@ class Publisher:
         self.app = app
         self._amqp = app.amqp
         self._sent_event = bool(app.conf.task_send_sent_event)
-        self._repr_levels = app.conf.task_repr_maxlevels
+        # How deep argsrepr goes: a setting from Celery 5.6, saferepr's own default before.
+        levels = app.conf.get("task_repr_maxlevels")
+        self._repr_depth: dict[str, Any] = {} if levels is None else {"maxlevels": levels}
         # Celery's own origin for a message sent from outside a worker.
         self._origin = anon_nodename()
 
@@ -103,10 +105,8 @@ class Publisher:
             create_sent_event=self._sent_event,
             ignore_result=ignore_result,
             origin=self._origin,
-            argsrepr=saferepr(payload.args, amqp.argsrepr_maxsize, maxlevels=self._repr_levels),
-            kwargsrepr=saferepr(
-                payload.kwargs, amqp.kwargsrepr_maxsize, maxlevels=self._repr_levels
-            ),
+            argsrepr=saferepr(payload.args, amqp.argsrepr_maxsize, **self._repr_depth),
+            kwargsrepr=saferepr(payload.kwargs, amqp.kwargsrepr_maxsize, **self._repr_depth),
             **options,
         )
         if producer is not None:

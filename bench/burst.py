@@ -60,14 +60,14 @@ from bench.harness import (
     CELERY,
     Process,
     add_service_options,
-    cpu_seconds,
     exit_status,
     postgres_database,
     process_env,
     run_checked,
     start_all,
-    status_kib,
     stop_all,
+    tree_cpu_seconds,
+    tree_status_kib,
     write_jsonl,
 )
 
@@ -234,7 +234,8 @@ def print_table(size: int, results: Sequence[Result], limit: float) -> None:
     raw = results[0]
     print(
         f"\nburst of {size:,}, seen at the broker; lateness = arrival - due instant;"
-        " CPU = the publisher's, from the due instant to its last message"
+        " CPU = the publisher's (beat's finishing process included), from the due instant to its"
+        " last message"
     )
     print(table_row([name for name, _ in COLUMNS]))
     for result in results:
@@ -307,13 +308,13 @@ def measure(
         return Result(label, size, None, None, setup, late)
     with Probe(options.broker_url, queue, size, due, options.limit, options.interval) as probe:
         time.sleep(max(0.0, due - CPU_READ_LEAD - time.time()))
-        before = sum(cpu_seconds(beat.pid) for beat in beats)
+        before = sum(tree_cpu_seconds(beat.pid) for beat in beats)
         while not probe.finished(timeout=0.5):
             if not any(beat.alive() for beat in beats):
                 probe.stop()
         arrivals = probe.result()
-        after = sum(cpu_seconds(beat.pid) for beat in beats if beat.alive())
-        peaks = [status_kib(beat.pid, "VmHWM") / 1024 for beat in beats if beat.alive()]
+        after = sum(tree_cpu_seconds(beat.pid) for beat in beats if beat.alive())
+        peaks = [tree_status_kib(beat.pid, "VmHWM") / 1024 for beat in beats if beat.alive()]
     died = [beat.name for beat in beats if not beat.alive()]
     note = f"exited during the burst: {', '.join(died)}" if died else None
     cpu = None if died else after - before

@@ -58,7 +58,6 @@ from bench.burst import (
 from bench.harness import (
     CELERY,
     Process,
-    cpu_seconds,
     exit_status,
     percentile,
     postgres_database,
@@ -68,6 +67,7 @@ from bench.harness import (
     settle,
     start_all,
     stop_all,
+    tree_cpu_seconds,
     write_jsonl,
 )
 from bridge.config import Settings
@@ -227,12 +227,12 @@ def drain_backlog(
         with MessageProbe(options.redis_url, queue) as probe, Finisher(url, probe):
             try:
                 start_all([beat], lambda _: "beat: Starting", 60)
-                before = cpu_seconds(beat.pid)
+                before = tree_cpu_seconds(beat.pid)
                 drained = probe.wait_for(
                     lambda m: m.schedule.startswith("backlog-") and m.lateness < 1.0,
                     options.limit + 3 * down,
                 )
-                cpu = cpu_seconds(beat.pid) - before
+                cpu = tree_cpu_seconds(beat.pid) - before
             finally:
                 stop_all([beat])
                 purge_queue(options.redis_url, queue)

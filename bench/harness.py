@@ -376,12 +376,13 @@ class Beat:
         return [tick for line in lines if (tick := Tick.parse(line.text)) is not None]
 
     def cpu_seconds(self) -> float:
-        """User and system CPU time of the beat process so far."""
-        return cpu_seconds(self.pid)
+        """User and system CPU time of beat so far, its finishing process included."""
+        return tree_cpu_seconds(self.pid)
 
     def status_kib(self, key: str) -> int:
-        """A ``/proc/<pid>/status`` figure in KiB (``VmRSS``, ``VmHWM``)."""
-        return status_kib(self.pid, key)
+        """A ``/proc/<pid>/status`` figure in KiB (``VmRSS``, ``VmHWM``) of beat and its
+        finishing process together."""
+        return tree_status_kib(self.pid, key)
 
     def observe(self, seconds: float, every: float = 0.25) -> None:
         """Wait ``seconds`` while sampling the RSS into :attr:`rss_max_kib`."""
@@ -609,6 +610,28 @@ def process_tree(root: int) -> list[int]:
     for pid in tree:
         tree.extend(child for child, parent in parent_of.items() if parent == pid)
     return tree
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds ``root`` and its descendants have used so far: a beat's finishing
+    process is part of the beat."""
+    return sum(cpu_of(process_tree(root)).values())
+
+
+def tree_status_kib(root: int, key: str) -> int:
+    """:func:`status_kib` of ``root``, plus the pages its descendants (a beat's finishing
+    process) hold of their own: forked, they share the rest with ``root``."""
+    total = status_kib(root, key)
+    for pid in process_tree(root)[1:]:
+        with contextlib.suppress(OSError):
+            total += private_kib(pid)
+    return total
+
+
+def private_kib(pid: int) -> int:
+    """The memory process ``pid`` shares with no other, in KiB (``/proc/<pid>/smaps_rollup``)."""
+    rows = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+    return sum(int(row.split()[1]) for row in rows if row.startswith("Private_"))
 
 
 def spent(before: dict[int, float], after: dict[int, float]) -> float:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.beat.scheduler import DatabaseScheduler
+from bridge.storage.beat import BeatStore
 
 #: Where the crash happens, in fire-sequence order.
 POINTS = (
@@ -28,6 +29,8 @@ POINTS = (
 
 
 def _die() -> None:
+    """SIGKILL beat, from beat or from its finishing process (which dies with it)."""
+    os.kill(_beat, signal.SIGKILL)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -53,11 +56,16 @@ def _die_before(step: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+#: Beat's process id.
+_beat = os.getpid()
+
+
 class CrashingScheduler(DatabaseScheduler):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+        # The store's class, before the scheduler starts its finishing process: that
+        # process is forked from beat, and marks sent and advances with the same store.
         point = os.environ["BRIDGE_TEST_CRASH_AT"]
-        store = self.store
+        store = BeatStore
         if point == "mark":
             store.claim_due = _then_die(store.claim_due, when=lambda claimed: claimed.rows)
         elif point == "record":
@@ -70,3 +78,4 @@ class CrashingScheduler(DatabaseScheduler):  # type: ignore[misc]
             store.advance = _then_die(store.advance, when=lambda _: True)
         else:
             raise ValueError(f"BRIDGE_TEST_CRASH_AT={point!r}: expected one of {POINTS}")
+        super().__init__(*args, **kwargs)

@@ -23,9 +23,10 @@
 6. **Advance.** One transaction moves each row's cursor and clears its mark.
 
 On PostgreSQL, when more rows are due behind a batch (a burst, a backlog),
-phases 5 and 6 of the batch run on a thread of their own while the next
-batch is claimed, decided, recorded and published: the beat would otherwise
-sit idle while the server writes them. One batch at most is finishing so;
+phases 5 and 6 of the batch run in a process of their own
+(:mod:`bridge.beat.finishing`) while the next batch is claimed, decided,
+recorded and published: beat would otherwise wait for the server to write
+them, and for the CPU it takes to ask. One batch at most is finishing so;
 its rows are kept out of the next claim, and the tick that empties the
 queue waits for it, as does SIGTERM.
 
@@ -38,7 +39,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, TypeVar
@@ -47,6 +48,7 @@ import kombu.exceptions
 from celery import Celery
 
 from bridge import broker, sending
+from bridge.beat.finishing import Finish, Finished, Finisher, finish, renew_marks
 from bridge.beat.metrics import BeatMetrics
 from bridge.clock import utcnow
 from bridge.config import Settings
@@ -168,10 +170,13 @@ class _Out(NamedTuple):
 
 
 class _Finishing(NamedTuple):
-    """Phases 5 and 6 of a batch under way on the finishing thread, and its rows."""
+    """Phases 5 and 6 of a batch under way off beat's thread: its rows, what was
+    published, and the rows' names for the log."""
 
-    done: Future[None]
+    done: Future[Finished]
     rows: frozenset[int]
+    published: list[_Out]
+    names: dict[int, str]
 
 
 @dataclass
@@ -207,12 +212,15 @@ class FireSequence:
         self.sent = 0
         #: A defect hit a row: the tick is followed by a pause.
         self.troubled = False
-        self._finisher = (
-            ThreadPoolExecutor(1, thread_name_prefix="bridge-finish")
-            if store.database.is_postgres
-            else None
-        )
+        #: Finishes batches off beat's thread once started (PostgreSQL only).
+        self._finisher: Finisher | None = None
         self._finishing: _Finishing | None = None
+
+    def start(self) -> None:
+        """Start what finishes batches off beat's thread, when beat really starts: Celery
+        also builds a scheduler it never runs, for its banner."""
+        if self.store.database.is_postgres and self._finisher is None:
+            self._finisher = Finisher(self.store, self.settings.finishing_process)
 
     def fire(
         self,
@@ -249,31 +257,36 @@ class FireSequence:
             (sent_at - (out.fire.row.nextrun or now)).total_seconds() for out in published.sent
         )
         advancing = [fire for fire in fires if fire.row.id not in published.failed]
-        work = functools.partial(self._finish_batch, batch, published, advancing, recorded, now)
+        job = self._finish_job(batch, published, advancing, recorded, now)
+        names = {row_id: row.name for row_id, row in batch.rows.items()}
         previous, self._finishing = self._finishing, None
         try:
             if more_due and self._finisher is not None and not stopping():
-                self._finishing = _Finishing(self._finisher.submit(work), frozenset(batch.rows))
+                self._finishing = _Finishing(
+                    self._finisher.submit(job), frozenset(batch.rows), published.sent, names
+                )
             else:
-                work()
+                self._finished(published.sent, names, finish(self.store, job))
         finally:
             if previous is not None:
-                previous.done.result()
+                self._finished(previous.published, previous.names, previous.done.result())
         return len(published.sent)
 
     @property
     def finishing(self) -> frozenset[int]:
-        """The rows of the batch still being marked sent and advanced on the finishing
-        thread: this instance holds them, and must not claim them again meanwhile."""
+        """The rows of the batch still being marked sent and advanced off beat's thread:
+        this instance holds them, and must not claim them again meanwhile."""
         return self._finishing.rows if self._finishing is not None else frozenset()
 
     def finish(self, timeout: float | None = None) -> None:
-        """Wait until the batch on the finishing thread is marked sent and advanced;
-        raise what stopped it (a database outage: its rows are resumed from their
-        records, as after a crash), or :class:`TimeoutError` after ``timeout``."""
+        """Wait until the batch finishing off beat's thread is marked sent and advanced;
+        raise what stopped it (a database outage, the finishing process's death: its
+        rows are resumed from their records, as after a crash), or
+        :class:`TimeoutError` after ``timeout``."""
         finishing, self._finishing = self._finishing, None
         if finishing is not None:
-            finishing.done.result(timeout)
+            done = finishing.done.result(timeout)
+            self._finished(finishing.published, finishing.names, done)
 
     def close(self, timeout: float) -> None:
         """Finish the batch in hand, waiting ``timeout`` seconds at most, then let the
@@ -287,19 +300,59 @@ class FireSequence:
             self.finish(timeout)
         finally:
             if self._finisher is not None:
-                self._finisher.shutdown(wait=False)
+                self._finisher.close()
 
-    def _finish_batch(
+    def _finish_job(
         self,
         batch: _Batch,
         published: _Published,
         advancing: list[Fire],
         recorded: Recorded,
         now: datetime,
-    ) -> None:
-        """Phases 5 and 6."""
-        self._mark_sent(published)
-        self._advance(batch, advancing, recorded, now)
+    ) -> Finish:
+        """Phases 5 and 6 of the batch, as the finisher takes them.
+
+        A record someone else made for an occurrence (a backfill) stays
+        theirs: only this fire's runs count as sent.
+        """
+        return Finish(
+            self.instance,
+            batch.marked,
+            batch.ids,
+            [Sent(out.fire.row.id, out.run_id, out.expires) for out in published.sent],
+            [
+                Advance.of(
+                    fire.row,
+                    fire.plan,
+                    [i for i in fire.run_ids if i in fire.own or i in recorded.inserted],
+                )
+                for fire in advancing
+            ],
+            now,
+            self.settings.lease_seconds,
+        )
+
+    def _finished(self, sent: list[_Out], names: dict[int, str], done: Finished) -> None:
+        """Log and count what finishing a batch did (phases 5 and 6, by
+        :func:`bridge.beat.finishing.finish`), once it is done."""
+        for fire, send, run_id, _ in sent:
+            attempt = f" attempt {send.attempt}" if send.attempt > 1 else ""
+            logger.info(
+                "bridge: fired %r plan %s%s task id %s (%s)",
+                fire.row.name,
+                send.plan_time.isoformat(),
+                attempt,
+                run_id,
+                send.trigger.value,
+            )
+        for row_id in done.taken:
+            logger.warning("bridge: lost the mark on %r to another instance", names[row_id])
+        advanced = done.advanced
+        self.metrics.lost_marks(len(advanced.lost))
+        for row_id in advanced.lost:
+            logger.warning("bridge: lost the mark on %r before advancing it", names[row_id])
+        for row_id, note in advanced.finished.items():
+            logger.info("bridge: schedule %r %s", names[row_id], note)
 
     # -- 1. settle stale runs ------------------------------------------------------
 
@@ -492,67 +545,18 @@ class FireSequence:
         self.outbox.drop()
         self.store.release(self.instance, batch.ids)
 
-    # -- 5. mark sent ----------------------------------------------------------------
-
-    def _mark_sent(self, published: _Published) -> None:
-        self.store.mark_sent(
-            [Sent(out.fire.row.id, out.run_id, out.expires) for out in published.sent],
-            utcnow(),
-        )
-        for fire, send, run_id, _ in published.sent:
-            attempt = f" attempt {send.attempt}" if send.attempt > 1 else ""
-            logger.info(
-                "bridge: fired %r plan %s%s task id %s (%s)",
-                fire.row.name,
-                send.plan_time.isoformat(),
-                attempt,
-                run_id,
-                send.trigger.value,
-            )
-
-    # -- 6. advance ------------------------------------------------------------------
-
-    def _advance(self, batch: _Batch, fires: list[Fire], recorded: Recorded, now: datetime) -> None:
-        """Move the rows' cursors and clear their marks, except where a mark was taken over.
-
-        A record someone else made for an occurrence (a backfill) stays
-        theirs: only this fire's runs count as sent.
-        """
-        self._renew(batch)
-        advances = [
-            Advance(
-                fire.row,
-                fire.plan,
-                [i for i in fire.run_ids if i in fire.own or i in recorded.inserted],
-            )
-            for fire in fires
-        ]
-        done = self.store.advance(advances, self.instance, batch.marked, now)
-        self.metrics.lost_marks(len(done.lost))
-        names = {fire.row.id: fire.row.name for fire in fires}
-        for row_id in done.lost:
-            logger.warning("bridge: lost the mark on %r before advancing it", names[row_id])
-        for row_id, note in done.finished.items():
-            logger.info("bridge: schedule %r %s", names[row_id], note)
-
     # -- shared by the phases --------------------------------------------------------
 
     def _renew(self, batch: _Batch) -> None:
-        """Renew the batch's marks once half a lease has passed since they were set.
-
-        A long batch (a slow broker, many rows) must not let its last rows'
-        leases expire, or another instance would fire them too. A row another
-        instance took over meanwhile fails the guard of the next write to it.
-        """
-        now = utcnow()
-        if now - batch.marked < timedelta(seconds=self.settings.lease_seconds / 2):
-            return
-        held = self.store.renew(self.instance, batch.ids, now)
-        for row_id in set(batch.rows) - held:
+        """Renew the batch's marks once half a lease has passed since they were set
+        (:func:`~bridge.beat.finishing.renew_marks`); a row taken over leaves the batch."""
+        taken, batch.marked = renew_marks(
+            self.store, self.instance, batch.ids, batch.marked, self.settings.lease_seconds
+        )
+        for row_id in taken:
             logger.warning(
                 "bridge: lost the mark on %r to another instance", batch.rows.pop(row_id).name
             )
-        batch.marked = now
 
     def _step(self, row: ScheduleRow, work: Callable[[], _T]) -> _T | None:
         """``work`` on one row of a batch; a defect spares the other rows.

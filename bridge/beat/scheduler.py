@@ -139,6 +139,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         """Called once when beat really starts (never for the lazy banner instance)."""
         self._install_stop_handler()
         logger.info("bridge: beat instance %s on %s", self.instance, self._shown_url())
+        # First: before beat opens its connections and starts its threads.
+        self.fires.start()
         with _fatal_at_start():
             check_broker(self.app)
             check_alert_task(self.app, self.settings)

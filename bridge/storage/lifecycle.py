@@ -56,6 +56,11 @@ PLAN_COLUMNS = (
 )
 
 
+#: What :func:`apply_plan` reads of a row as beat claimed it: its id, its timing and its
+#: remaining runs.
+CLAIMED_READ = ("id", "remaining", *TIMING_COLUMNS)
+
+
 def apply_plan(
     session: Session,
     row: PeriodicTask | SimpleNamespace,

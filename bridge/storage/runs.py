@@ -225,6 +225,7 @@ def mark_sent(session: Session, runs: Sequence[Sent], now: datetime) -> None:
             update(TaskExecution)
             .where(TaskExecution.id == sent.c.id, unsent)
             .values(**values, expires_at=sent.c.expires_at)
+            .execution_options(synchronize_session=False)
         )
     else:
         session.connection().execute(

@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -194,7 +195,7 @@ def test_overlap_skip_with_a_fresh_open_run_skips_and_counts(embedded_env: Env) 
 def test_sigterm_finishes_the_fire_in_hand_clears_marks_and_exits(pg_env: Env) -> None:
     env = pg_env
     # Many rows due at once, inserted straight into the table, so that a tick has work in
-    # hand: every second several full batches, each finished on beat's finishing thread
+    # hand: every second several full batches, each finished by beat's finishing process
     # while the next one is claimed and published.
     now = datetime.now(UTC)
     execute(
@@ -208,9 +209,11 @@ def test_sigterm_finishes_the_fire_in_hand_clears_marks_and_exits(pg_env: Env) -
     )
     beat = env.start("beat")
     beat.wait_log("fired", timeout=30)
+    (finishing,) = children(beat.popen.pid)
     time.sleep(2)
     beat.signal(signal.SIGTERM)
     assert beat.popen.wait(20) == 0
+    wait_for(lambda: not alive(finishing), 5, what="the finishing process to exit with beat")
     held = rows(env.database_url, "SELECT name FROM periodic_task WHERE worker IS NOT NULL")
     assert held == []
     pending = rows(env.database_url, "SELECT id FROM task_execution WHERE status = 'PENDING'")
@@ -225,6 +228,39 @@ def test_sigterm_finishes_the_fire_in_hand_clears_marks_and_exits(pg_env: Env) -
     # The lazily built banner instance works too.
     assert "scheduler -> bridge.beat.scheduler.DatabaseScheduler" in beat.log
     assert "database -> postgresql+psycopg://" in beat.log
+
+
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started and that still run."""
+    tasks = Path(f"/proc/{pid}/task").glob("*/children")
+    return [int(child) for task in tasks for child in task.read_text().split()]
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (a zombie has ended)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the finishing process is Linux's")
+def test_the_finishing_process_dies_with_a_killed_beat_and_is_optional(pg_env: Env) -> None:
+    """Beat on PostgreSQL forks one finishing process as it starts, which dies at once when
+    beat is SIGKILLed (it must not outlive beat holding a connection); with
+    ``bridge_finishing_process`` false beat starts none and still fires."""
+    env = pg_env
+    env.cli("add", "tick", "--task", "workers.app.quick", "--timer", "every 1s")
+    beat = env.start("beat")
+    beat.wait_log("fired", timeout=30)
+    (finishing,) = children(beat.popen.pid)
+    beat.popen.kill()
+    beat.popen.wait(5)
+    wait_for(lambda: not alive(finishing), 2, what="the finishing process to die with beat")
+
+    alone = env.start("beat", BRIDGE_FINISHING_PROCESS="false")
+    alone.wait_log("fired", timeout=30)
+    assert children(alone.popen.pid) == []
 
 
 def test_each_run_of_a_batch_keeps_its_own_expiry(pg_env: Env) -> None:

@@ -1,0 +1,152 @@
+"""Phases 5 and 6 of the fire sequence, mark sent and advance, and where they run.
+
+A batch of a burst or a backlog is finished while the next one is claimed,
+decided, recorded and published (see :mod:`bridge.beat.fire`). On a thread
+the two would share the one core Python lets a process use, and finishing
+is about a third of what a burst costs beat's CPU (docs/performance.md):
+the next batch would wait for it. So on Linux a process of beat's own
+finishes. It is forked when beat starts, before beat connects to anything,
+and shares nothing with beat but the database: every write it makes checks
+the mark, as beat's own writes do. It dies with beat
+(``PR_SET_PDEATHSIG``), so a beat killed while a batch finishes leaves
+what a killed thread would: a transaction committed or not, and rows that
+are resumed from their records. Signals are beat's to handle: the process
+ignores SIGINT and SIGTERM, finishes the batch in hand, and goes when beat
+closes it. Elsewhere, or with ``bridge_finishing_process`` false (the process
+costs about 40 MB), a thread finishes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import multiprocessing
+import os
+import signal
+import sys
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from bridge.clock import utcnow
+from bridge.storage.beat import Advance, Advanced, BeatStore, Sent
+
+#: ``prctl`` option: the signal a process gets when its parent dies (linux/prctl.h).
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class Finish:
+    """One batch to finish: its runs published, its rows to advance, and their mark."""
+
+    instance: str
+    marked: datetime
+    #: Every row of the batch, the advanced and the others: their marks are renewed.
+    rows: list[int]
+    sent: list[Sent]
+    advances: list[Advance]
+    #: When the batch was decided: the advance counts from it.
+    now: datetime
+    lease_seconds: float
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What finishing a batch found."""
+
+    #: Rows another instance took over before their marks could be renewed.
+    taken: list[int]
+    advanced: Advanced
+
+
+def renew_marks(
+    store: BeatStore, instance: str, rows: list[int], marked: datetime, lease_seconds: float
+) -> tuple[list[int], datetime]:
+    """Renew a batch's marks once half a lease has passed since they were set; the rows
+    another instance took over meanwhile, and the batch's mark from now on.
+
+    A long batch (a slow broker, many rows) must not let its last rows'
+    leases expire, or another instance would fire them too. A row taken
+    over fails the guard of the next write to it.
+    """
+    now = utcnow()
+    if now - marked < timedelta(seconds=lease_seconds / 2):
+        return [], marked
+    held = store.renew(instance, rows, now)
+    return [row for row in rows if row not in held], now
+
+
+def finish(store: BeatStore, job: Finish) -> Finished:
+    """Phases 5 and 6: mark the batch's runs ``SENT``, then advance and unmark its rows."""
+    store.mark_sent(job.sent, utcnow())
+    taken, marked = renew_marks(store, job.instance, job.rows, job.marked, job.lease_seconds)
+    return Finished(taken, store.advance(job.advances, job.instance, marked, job.now))
+
+
+class Finisher:
+    """Finishes batches one at a time off beat's thread: in a process of its own on Linux
+    (unless ``in_process`` is false), else on a thread (see the module docstring)."""
+
+    def __init__(self, store: BeatStore, in_process: bool = True) -> None:
+        self.store = store
+        self.in_process = in_process and sys.platform == "linux"
+        self._executor = self._start()
+
+    def submit(self, job: Finish) -> Future[Finished]:
+        """Finish ``job``; a finishing process that died is replaced first."""
+        try:
+            return self._run(job)
+        except BrokenProcessPool:
+            self._executor = self._start()
+            return self._run(job)
+
+    def close(self) -> None:
+        """Let the finishing process or thread go once the batch in hand is done."""
+        self._executor.shutdown(wait=False)
+
+    def _run(self, job: Finish) -> Future[Finished]:
+        if self.in_process:
+            return self._executor.submit(_finish_here, job)
+        return self._executor.submit(finish, self.store, job)
+
+    def _start(self) -> Executor:
+        if not self.in_process:
+            return ThreadPoolExecutor(1, thread_name_prefix="bridge-finish")
+        executor = ProcessPoolExecutor(
+            1,
+            # Forked, not spawned: a spawned process would import the program that runs
+            # beat again, and the store (the database's URL) comes without pickling.
+            mp_context=multiprocessing.get_context("fork"),
+            initializer=_adopt,
+            initargs=(self.store, os.getpid()),
+        )
+        # Fork now, while beat is starting, rather than in the middle of a burst. What beat
+        # holds by then (its modules, mostly) is left out of its collections from now on:
+        # a collection writes to every object it visits, and each page written to is a
+        # page copied, kept by the finishing process as it was (some 60 MB otherwise).
+        gc.freeze()
+        executor.submit(os.getpid)
+        return executor
+
+
+#: The finishing process's store: beat's own, forked (its engine reconnects in the child).
+_store: BeatStore | None = None
+
+
+def _adopt(store: BeatStore, beat: int) -> None:
+    """The finishing process's start: die with beat, leave signals to beat, take its store."""
+    global _store
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != beat:  # beat died before the signal was armed
+        os._exit(1)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
+    _store = store
+
+
+def _finish_here(job: Finish) -> Finished:
+    assert _store is not None, "run in the finishing process only"
+    return finish(_store, job)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import logging
 import multiprocessing
 import os
 import signal
@@ -28,12 +29,25 @@ from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPool
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from bridge.clock import utcnow
 from bridge.storage.beat import Advance, Advanced, BeatStore, Sent
 
+logger = logging.getLogger("bridge.scheduler")
+
 #: ``prctl`` option: the signal a process gets when its parent dies (linux/prctl.h).
 _PR_SET_PDEATHSIG = 1
+
+
+class Fired(NamedTuple):
+    """A run published, as beat's log names it."""
+
+    schedule: str
+    plan_time: datetime
+    attempt: int
+    run_id: str
+    trigger: str
 
 
 @dataclass(frozen=True)
@@ -45,7 +59,10 @@ class Finish:
     #: Every row of the batch, the advanced and the others: their marks are renewed.
     rows: list[int]
     sent: list[Sent]
+    fired: list[Fired]
     advances: list[Advance]
+    #: The batch's rows' names, for the log.
+    names: dict[int, str]
     #: When the batch was decided: the advance counts from it.
     now: datetime
     lease_seconds: float
@@ -78,10 +95,28 @@ def renew_marks(
 
 
 def finish(store: BeatStore, job: Finish) -> Finished:
-    """Phases 5 and 6: mark the batch's runs ``SENT``, then advance and unmark its rows."""
+    """Phases 5 and 6: mark the batch's runs ``SENT``, then advance and unmark its rows;
+    each done is logged here, which takes the log lines' CPU off beat's thread too."""
     store.mark_sent(job.sent, utcnow())
+    for fired in job.fired:
+        attempt = f" attempt {fired.attempt}" if fired.attempt > 1 else ""
+        logger.info(
+            "bridge: fired %r plan %s%s task id %s (%s)",
+            fired.schedule,
+            fired.plan_time.isoformat(),
+            attempt,
+            fired.run_id,
+            fired.trigger,
+        )
     taken, marked = renew_marks(store, job.instance, job.rows, job.marked, job.lease_seconds)
-    return Finished(taken, store.advance(job.advances, job.instance, marked, job.now))
+    for row_id in taken:
+        logger.warning("bridge: lost the mark on %r to another instance", job.names[row_id])
+    advanced = store.advance(job.advances, job.instance, marked, job.now)
+    for row_id in advanced.lost:
+        logger.warning("bridge: lost the mark on %r before advancing it", job.names[row_id])
+    for row_id, note in advanced.finished.items():
+        logger.info("bridge: schedule %r %s", job.names[row_id], note)
+    return Finished(taken, advanced)
 
 
 class Finisher:
@@ -144,6 +179,8 @@ def _adopt(store: BeatStore, beat: int) -> None:
         os._exit(1)
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, signal.SIG_IGN)
+    # What beat's log shows of the lines this process writes (Celery's ``%(processName)s``).
+    multiprocessing.current_process().name = "bridge-finish"
     _store = store
 
 

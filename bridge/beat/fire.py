@@ -48,7 +48,7 @@ import kombu.exceptions
 from celery import Celery
 
 from bridge import broker, sending
-from bridge.beat.finishing import Finish, Finished, Finisher, finish, renew_marks
+from bridge.beat.finishing import Finish, Finished, Finisher, Fired, finish, renew_marks
 from bridge.beat.metrics import BeatMetrics
 from bridge.clock import utcnow
 from bridge.config import Settings
@@ -170,13 +170,10 @@ class _Out(NamedTuple):
 
 
 class _Finishing(NamedTuple):
-    """Phases 5 and 6 of a batch under way off beat's thread: its rows, what was
-    published, and the rows' names for the log."""
+    """Phases 5 and 6 of a batch under way off beat's thread, and its rows."""
 
     done: Future[Finished]
     rows: frozenset[int]
-    published: list[_Out]
-    names: dict[int, str]
 
 
 @dataclass
@@ -258,18 +255,15 @@ class FireSequence:
         )
         advancing = [fire for fire in fires if fire.row.id not in published.failed]
         job = self._finish_job(batch, published, advancing, recorded, now)
-        names = {row_id: row.name for row_id, row in batch.rows.items()}
         previous, self._finishing = self._finishing, None
         try:
             if more_due and self._finisher is not None and not stopping():
-                self._finishing = _Finishing(
-                    self._finisher.submit(job), frozenset(batch.rows), published.sent, names
-                )
+                self._finishing = _Finishing(self._finisher.submit(job), frozenset(batch.rows))
             else:
-                self._finished(published.sent, names, finish(self.store, job))
+                self._finished(finish(self.store, job))
         finally:
             if previous is not None:
-                self._finished(previous.published, previous.names, previous.done.result())
+                self._finished(previous.done.result())
         return len(published.sent)
 
     @property
@@ -285,8 +279,7 @@ class FireSequence:
         :class:`TimeoutError` after ``timeout``."""
         finishing, self._finishing = self._finishing, None
         if finishing is not None:
-            done = finishing.done.result(timeout)
-            self._finished(finishing.published, finishing.names, done)
+            self._finished(finishing.done.result(timeout))
 
     def close(self, timeout: float) -> None:
         """Finish the batch in hand, waiting ``timeout`` seconds at most, then let the
@@ -321,6 +314,16 @@ class FireSequence:
             batch.ids,
             [Sent(out.fire.row.id, out.run_id, out.expires) for out in published.sent],
             [
+                Fired(
+                    out.fire.row.name,
+                    out.send.plan_time,
+                    out.send.attempt,
+                    out.run_id,
+                    out.send.trigger.value,
+                )
+                for out in published.sent
+            ],
+            [
                 Advance.of(
                     fire.row,
                     fire.plan,
@@ -328,31 +331,15 @@ class FireSequence:
                 )
                 for fire in advancing
             ],
+            {row_id: row.name for row_id, row in batch.rows.items()},
             now,
             self.settings.lease_seconds,
         )
 
-    def _finished(self, sent: list[_Out], names: dict[int, str], done: Finished) -> None:
-        """Log and count what finishing a batch did (phases 5 and 6, by
-        :func:`bridge.beat.finishing.finish`), once it is done."""
-        for fire, send, run_id, _ in sent:
-            attempt = f" attempt {send.attempt}" if send.attempt > 1 else ""
-            logger.info(
-                "bridge: fired %r plan %s%s task id %s (%s)",
-                fire.row.name,
-                send.plan_time.isoformat(),
-                attempt,
-                run_id,
-                send.trigger.value,
-            )
-        for row_id in done.taken:
-            logger.warning("bridge: lost the mark on %r to another instance", names[row_id])
-        advanced = done.advanced
-        self.metrics.lost_marks(len(advanced.lost))
-        for row_id in advanced.lost:
-            logger.warning("bridge: lost the mark on %r before advancing it", names[row_id])
-        for row_id, note in advanced.finished.items():
-            logger.info("bridge: schedule %r %s", names[row_id], note)
+    def _finished(self, done: Finished) -> None:
+        """Count what finishing a batch did, once it is done (its log lines are written
+        as it is done, by :func:`bridge.beat.finishing.finish`)."""
+        self.metrics.lost_marks(len(done.advanced.lost))
 
     # -- 1. settle stale runs ------------------------------------------------------
 

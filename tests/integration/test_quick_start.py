@@ -42,10 +42,12 @@ def fresh_copy(target: Path) -> Path:
 
 def test_make_demo_shows_runs_and_its_hint_reaches_the_demo(tmp_path: Path) -> None:
     clone = fresh_copy(tmp_path / "clone")
+    # A newcomer's shell: none of the settings of the test run, and no make above this one
+    # (a sub-make prints "Leaving directory" after the demo's last line).
     environ = {
         key: value
         for key, value in os.environ.items()
-        if not key.startswith(("BRIDGE_", "CELERY_", "PYTHONPATH", "VIRTUAL_ENV"))
+        if not key.startswith(("BRIDGE_", "CELERY_", "PYTHONPATH", "VIRTUAL_ENV", "MAKE", "MFLAGS"))
     }
     # The interpreter running the tests: the README asks for python3 3.11 or newer.
     demo = subprocess.Popen(

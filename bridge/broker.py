@@ -122,7 +122,7 @@ class Publisher:
         same text for a fraction of the CPU (most schedules pass no arguments)."""
         if not value:
             return repr(value)
-        return str(saferepr(value, maxsize, **self._repr_depth))
+        return saferepr(value, maxsize, **self._repr_depth)  # type: ignore[no-any-return]
 
 
 def _task_options(task: Any) -> dict[str, Any]:

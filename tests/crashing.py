@@ -56,7 +56,7 @@ def _die_before(step: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-#: Beat's process id.
+#: Beat's process id, once the scheduler is built.
 _beat = os.getpid()
 
 
@@ -64,6 +64,8 @@ class CrashingScheduler(DatabaseScheduler):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # The store's class, before the scheduler starts its finishing process: that
         # process is forked from beat, and marks sent and advances with the same store.
+        global _beat
+        _beat = os.getpid()
         point = os.environ["BRIDGE_TEST_CRASH_AT"]
         store = BeatStore
         if point == "mark":

@@ -25,6 +25,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from typing import NamedTuple
 
 from bridge.clock import utcnow
 from bridge.storage.beat import Advance, Advanced, BeatStore, Sent
+from bridge.storage.database import DatabaseError
 
 logger = logging.getLogger("bridge.scheduler")
 
@@ -119,20 +121,40 @@ def finish(store: BeatStore, job: Finish) -> Finished:
     return Finished(taken, advanced)
 
 
+class FinishingFailed(Exception):
+    """What stopped the finishing process's batch, as text: an exception that cannot be
+    pickled back to beat would break the process's pool."""
+
+
 class Finisher:
-    """Finishes batches one at a time off beat's thread: in a process of its own on Linux
-    (unless ``in_process`` is false), else on a thread (see the module docstring)."""
+    """Finishes batches one at a time off beat's thread: in a process of its own on Linux,
+    from beat's main thread (unless ``in_process`` is false), else on a thread (see the
+    module docstring)."""
 
     def __init__(self, store: BeatStore, in_process: bool = True) -> None:
         self.store = store
-        self.in_process = in_process and sys.platform == "linux"
+        self.in_process = (
+            in_process
+            and sys.platform == "linux"
+            # PR_SET_PDEATHSIG follows the thread that forks: beat embedded in a thread
+            # of another program would take its finishing process down with that thread.
+            and threading.current_thread() is threading.main_thread()
+        )
         self._executor = self._start()
 
     def submit(self, job: Finish) -> Future[Finished]:
-        """Finish ``job``; a finishing process that died is replaced first."""
+        """Finish ``job``. If the finishing process died (its batch has failed, to be
+        resumed from its records), a thread finishes from then on: a process forked
+        now would copy beat's threads' state and connections, which the one forked at
+        start does not."""
         try:
             return self._run(job)
-        except BrokenProcessPool:
+        except BrokenProcessPool as exc:
+            logger.error(
+                "bridge: the finishing process is gone (%s); a thread finishes batches from now on",
+                exc,
+            )
+            self.in_process = False
             self._executor = self._start()
             return self._run(job)
 
@@ -156,7 +178,7 @@ class Finisher:
             initializer=_adopt,
             initargs=(self.store, os.getpid()),
         )
-        # Fork now, while beat is starting, rather than in the middle of a burst. What beat
+        # Fork now, while beat starts, rather than in the middle of a burst. What beat
         # holds by then (its modules, mostly) is left out of its collections from now on:
         # a collection writes to every object it visits, and each page written to is a
         # page copied, kept by the finishing process as it was (some 60 MB otherwise).
@@ -185,5 +207,12 @@ def _adopt(store: BeatStore, beat: int) -> None:
 
 
 def _finish_here(job: Finish) -> Finished:
+    """:func:`finish` in the finishing process; what stops it reaches beat as a database
+    error (which beat treats as an outage) or as :class:`FinishingFailed`."""
     assert _store is not None, "run in the finishing process only"
-    return finish(_store, job)
+    try:
+        return finish(_store, job)
+    except DatabaseError:
+        raise
+    except Exception as exc:
+        raise FinishingFailed(f"{type(exc).__name__}: {exc}") from None

@@ -231,8 +231,8 @@ class FireSequence:
         ``stopping`` says SIGTERM came: a batch not yet recorded is let go at once.
         ``more_due``: the claim was full, more rows may be due behind these
         (see :func:`~bridge.rules.decisions.catchup_share`); the batch is then
-        marked sent and advanced on the finishing thread, if there is one,
-        while the caller goes on (see :meth:`finish`).
+        marked sent and advanced off beat's thread (PostgreSQL), while the caller goes on
+        (see :meth:`finish`).
         ``catchup_limit``: the occurrences a row under catch-up ``all`` sends at
         most, when the tick shares them among more rows than these.
         """
@@ -283,7 +283,7 @@ class FireSequence:
 
     def close(self, timeout: float) -> None:
         """Finish the batch in hand, waiting ``timeout`` seconds at most, then let the
-        finishing thread go.
+        finishing process or thread go.
 
         Bounded: beat may close from a signal handler (a second SIGTERM),
         interrupting its main thread while it holds a lock the finishing
@@ -331,7 +331,9 @@ class FireSequence:
                 )
                 for fire in advancing
             ],
-            {row_id: row.name for row_id, row in batch.rows.items()},
+            # A row taken over while the batch was published has left the batch's rows.
+            {fire.row.id: fire.row.name for fire in advancing}
+            | {row_id: row.name for row_id, row in batch.rows.items()},
             now,
             self.settings.lease_seconds,
         )

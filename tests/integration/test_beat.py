@@ -4,6 +4,7 @@ runs that never finish, SIGTERM, the embedded mode, and a database the worker ca
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
@@ -263,6 +264,47 @@ def test_the_finishing_process_dies_with_a_killed_beat_and_is_optional(pg_env: E
     alone = env.start("beat", BRIDGE_FINISHING_PROCESS="false")
     alone.wait_log("fired", timeout=30)
     assert children(alone.popen.pid) == []
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the finishing process is Linux's")
+def test_a_finishing_process_killed_mid_burst_leaves_a_thread_and_no_run_lost(
+    pg_env: Env,
+) -> None:
+    """Kill the finishing process while full batches go out every second: its batch fails
+    and is resumed, a thread finishes from then on, and every row sent is advanced."""
+    env = pg_env
+    now = datetime.now(UTC)
+    execute(
+        env.database_url,
+        "INSERT INTO periodic_task (name, task, args, kwargs, options, timer, timezone,"
+        " anchor, enabled, nextrun, overlap, source, broken, created_at, updated_at,"
+        " total_run_count, skipped_count, missed_count) SELECT 'k' || lpad(i::text, 3, '0'),"
+        " 'workers.app.quick', '[]', '{}', '{}', 'every 1s', 'UTC', :t, true, :t, 'allow',"
+        " 'api', false, :t, :t, 0, 0, 0 FROM generate_series(0, 399) AS i",
+        t=now,
+    )
+    beat = env.start("beat")
+    beat.wait_log("/bridge-finish] bridge: fired", timeout=30)
+    (finishing,) = children(beat.popen.pid)
+    os.kill(finishing, signal.SIGKILL)
+    beat.wait_log("a thread finishes batches from now on", timeout=30)
+    sent = len(rows(env.database_url, "SELECT id FROM task_execution"))
+    wait_for(
+        lambda: len(rows(env.database_url, "SELECT id FROM task_execution")) > sent + 800,
+        30,
+        what="two more seconds of the burst",
+    )
+    assert beat.popen.poll() is None
+    beat.signal(signal.SIGTERM)
+    assert beat.popen.wait(20) == 0
+    assert rows(env.database_url, "SELECT name FROM periodic_task WHERE worker IS NOT NULL") == []
+    assert rows(env.database_url, "SELECT id FROM task_execution WHERE status = 'PENDING'") == []
+    doubled = rows(
+        env.database_url,
+        "SELECT periodic_task_id, plan_time FROM task_execution"
+        " GROUP BY periodic_task_id, plan_time HAVING count(*) > 1",
+    )
+    assert doubled == []
 
 
 def test_each_run_of_a_batch_keeps_its_own_expiry(pg_env: Env) -> None:

@@ -198,16 +198,7 @@ def test_sigterm_finishes_the_fire_in_hand_clears_marks_and_exits(pg_env: Env) -
     # Many rows due at once, inserted straight into the table, so that a tick has work in
     # hand: every second several full batches, each finished by beat's finishing process
     # while the next one is claimed and published.
-    now = datetime.now(UTC)
-    execute(
-        env.database_url,
-        "INSERT INTO periodic_task (name, task, args, kwargs, options, timer, timezone,"
-        " anchor, enabled, nextrun, overlap, source, broken, created_at, updated_at,"
-        " total_run_count, skipped_count, missed_count) SELECT 's' || lpad(i::text, 3, '0'),"
-        " 'workers.app.quick', '[]', '{}', '{}', 'every 1s', 'UTC', :t, true, :t, 'allow',"
-        " 'api', false, :t, :t, 0, 0, 0 FROM generate_series(0, 399) AS i",
-        t=now,
-    )
+    add_every_second(env, "s", 400)
     beat = env.start("beat")
     beat.wait_log("fired", timeout=30)
     (finishing,) = children(beat.popen.pid)
@@ -231,6 +222,23 @@ def test_sigterm_finishes_the_fire_in_hand_clears_marks_and_exits(pg_env: Env) -
     # The lazily built banner instance works too.
     assert "scheduler -> bridge.beat.scheduler.DatabaseScheduler" in beat.log
     assert "database -> postgresql+psycopg://" in beat.log
+
+
+def add_every_second(env: Env, prefix: str, count: int) -> None:
+    """``count`` schedules every second, all due now, written straight into the table (a
+    burst each second: several full batches)."""
+    now = datetime.now(UTC)
+    execute(
+        env.database_url,
+        "INSERT INTO periodic_task (name, task, args, kwargs, options, timer, timezone,"
+        " anchor, enabled, nextrun, overlap, source, broken, created_at, updated_at,"
+        " total_run_count, skipped_count, missed_count) SELECT :prefix || lpad(i::text, 3, '0'),"
+        " 'workers.app.quick', '[]', '{}', '{}', 'every 1s', 'UTC', :t, true, :t, 'allow',"
+        " 'api', false, :t, :t, 0, 0, 0 FROM generate_series(1, :count) AS i",
+        t=now,
+        prefix=prefix,
+        count=count,
+    )
 
 
 def children(pid: int) -> list[int]:
@@ -273,16 +281,7 @@ def test_a_finishing_process_killed_mid_burst_leaves_a_thread_and_no_run_lost(
     """Kill the finishing process while full batches go out every second: its batch fails
     and is resumed, a thread finishes from then on, and every row sent is advanced."""
     env = pg_env
-    now = datetime.now(UTC)
-    execute(
-        env.database_url,
-        "INSERT INTO periodic_task (name, task, args, kwargs, options, timer, timezone,"
-        " anchor, enabled, nextrun, overlap, source, broken, created_at, updated_at,"
-        " total_run_count, skipped_count, missed_count) SELECT 'k' || lpad(i::text, 3, '0'),"
-        " 'workers.app.quick', '[]', '{}', '{}', 'every 1s', 'UTC', :t, true, :t, 'allow',"
-        " 'api', false, :t, :t, 0, 0, 0 FROM generate_series(0, 399) AS i",
-        t=now,
-    )
+    add_every_second(env, "k", 400)
     beat = env.start("beat")
     beat.wait_log("/bridge-finish] bridge: fired", timeout=30)
     (finishing,) = children(beat.popen.pid)

@@ -5,15 +5,17 @@ decided, recorded and published (see :mod:`bridge.beat.fire`). On a thread
 the two would share the one core Python lets a process use, and finishing
 is about a third of what a burst costs beat's CPU (docs/performance.md):
 the next batch would wait for it. So on Linux a process of beat's own
-finishes. It is forked when beat starts, before beat connects to anything,
-and shares nothing with beat but the database: every write it makes checks
+finishes. It is forked when beat starts, before beat opens its connections
+or starts its threads, and shares nothing with beat but the database (its
+own connections to it): every write it makes checks
 the mark, as beat's own writes do. It dies with beat
 (``PR_SET_PDEATHSIG``), so a beat killed while a batch finishes leaves
 what a killed thread would: a transaction committed or not, and rows that
 are resumed from their records. Signals are beat's to handle: the process
 ignores SIGINT and SIGTERM, finishes the batch in hand, and goes when beat
-closes it. Elsewhere, or with ``bridge_finishing_process`` false (the process
-costs about 40 MB), a thread finishes.
+closes it. Elsewhere than on Linux, in a beat run from a thread other than
+the main one, with ``bridge_finishing_process`` false (the process costs
+about 40 MB), or once the process has died, a thread finishes.
 """
 
 from __future__ import annotations
@@ -43,13 +45,15 @@ _PR_SET_PDEATHSIG = 1
 
 
 class Fired(NamedTuple):
-    """A run published, as beat's log names it."""
+    """A run published: what marking it sent needs, and what beat's log says of it."""
 
+    schedule_id: int
     schedule: str
     plan_time: datetime
     attempt: int
     run_id: str
     trigger: str
+    expires_at: datetime | None
 
 
 @dataclass(frozen=True)
@@ -60,7 +64,6 @@ class Finish:
     marked: datetime
     #: Every row of the batch, the advanced and the others: their marks are renewed.
     rows: list[int]
-    sent: list[Sent]
     fired: list[Fired]
     advances: list[Advance]
     #: The batch's rows' names, for the log.
@@ -99,7 +102,7 @@ def renew_marks(
 def finish(store: BeatStore, job: Finish) -> Finished:
     """Phases 5 and 6: mark the batch's runs ``SENT``, then advance and unmark its rows;
     each done is logged here, which takes the log lines' CPU off beat's thread too."""
-    store.mark_sent(job.sent, utcnow())
+    store.mark_sent([Sent(f.schedule_id, f.run_id, f.expires_at) for f in job.fired], utcnow())
     for fired in job.fired:
         attempt = f" attempt {fired.attempt}" if fired.attempt > 1 else ""
         logger.info(

@@ -63,7 +63,7 @@ from bridge.rules.fire import (
     resumable,
 )
 from bridge.rules.kinds import RunStatus
-from bridge.storage.beat import Advance, BeatStore, Recorded, Replaced, Row, Sent
+from bridge.storage.beat import Advance, BeatStore, Recorded, Replaced, Row
 from bridge.storage.database import DatabaseError
 from bridge.storage.housekeeping import Housekeeping, LostRun
 
@@ -312,14 +312,15 @@ class FireSequence:
             self.instance,
             batch.marked,
             batch.ids,
-            [Sent(out.fire.row.id, out.run_id, out.expires) for out in published.sent],
             [
                 Fired(
+                    out.fire.row.id,
                     out.fire.row.name,
                     out.send.plan_time,
                     out.send.attempt,
                     out.run_id,
                     out.send.trigger.value,
+                    out.expires,
                 )
                 for out in published.sent
             ],

@@ -249,7 +249,7 @@ FROM (
     FROM (
         SELECT s, k, busy,
             CAST(:newest AS timestamptz) - make_interval(secs => k * step + phase) AS plan,
-            (s::bigint * 2654435761 + k * 40503) % 1000 AS x
+            (s::bigint * 2654435761 + k::bigint * 40503) % 1000 AS x
         FROM ({RUN_SOURCES}) AS source
     ) AS timed
 ) AS run

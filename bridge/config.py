@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from typing import Any, TypeVar
 
 from bridge.errors import ValidationError
+from bridge.rules import tokens
 
 T = TypeVar("T")
 
@@ -33,7 +34,7 @@ def _to_bool(text: str) -> bool:
 
 @dataclass(frozen=True)
 class Settings:
-    """The bridge's knobs; see the configuration table in the README."""
+    """The bridge's knobs; docs/configuration.md has a table of them, with their meaning."""
 
     #: SQLAlchemy URL of the schedule store.
     database_url: str = DEFAULT_DATABASE_URL
@@ -82,9 +83,14 @@ class Settings:
     #: ``keep_runs`` and ``keep_days`` win.
     history_keep_days: int = 30
     #: Bearer tokens of the HTTP API: the admin token reads and changes, the read
-    #: token only reads. Without either, ``bridge serve`` binds loopback only.
+    #: token only reads. Without either, ``bridge serve`` binds loopback only. Named
+    #: tokens (``bridge token create``) work beside them.
     api_admin_token: str = dataclasses.field(default="", repr=False)
     api_read_token: str = dataclasses.field(default="", repr=False)
+    #: The proxies in front of ``bridge serve`` (addresses and networks, separated by
+    #: commas) whose ``Forwarded`` and ``X-Forwarded-For`` headers name the client; from
+    #: anyone else those headers are ignored.
+    trusted_proxies: str = ""
     #: The largest request body the HTTP API reads, in bytes.
     api_max_body: int = 1_048_576
     #: Per-schedule metrics are exported for at most this many schedules (by name);
@@ -125,8 +131,16 @@ class Settings:
                 raise ValidationError(key, raw, "a number of at least 0")
             if field.name in _AT_MOST and values[field.name] > _AT_MOST[field.name]:
                 raise ValidationError(key, raw, f"a number of at most {_AT_MOST[field.name]}")
-            if field.name in SECRETS and values[field.name] and len(values[field.name]) < 16:
-                raise ValidationError(key, shown, "a token of at least 16 characters")
+            if field.name in SECRETS:
+                try:
+                    values[field.name] = tokens.settings_token(values[field.name])
+                except ValueError as exc:
+                    raise ValidationError(key, shown, str(exc)) from None
+            if field.name == "trusted_proxies":
+                try:
+                    tokens.trusted_proxies(values[field.name])
+                except ValueError:
+                    raise ValidationError(key, raw, tokens.PROXIES_EXPECTED) from None
         return cls(**values)
 
 

@@ -14,6 +14,17 @@ class BridgeError(Exception):
     """Base class of every error the bridge raises on purpose."""
 
 
+def shown(value: Any) -> str:
+    """``repr(value)``, or what it is when it has none: a whole number past the digits Python
+    writes (4,300), or a value nested deeper than the stack."""
+    try:
+        return repr(value)
+    except RecursionError:
+        return f"<a {type(value).__name__} nested too deep to show>"
+    except ValueError:
+        return f"<a {type(value).__name__} too long to show>"
+
+
 class ValidationError(BridgeError, ValueError):
     """A value given for a schedule field was refused; nothing was written."""
 
@@ -21,7 +32,7 @@ class ValidationError(BridgeError, ValueError):
         self.field = field
         self.value = value
         self.expected = expected
-        super().__init__(f"{field}: got {value!r}, expected {expected}")
+        super().__init__(f"{field}: got {shown(value)}, expected {expected}")
 
 
 class ScheduleNotFound(BridgeError, LookupError):
@@ -44,12 +55,28 @@ class DuplicateSchedule(StateConflict):
         super().__init__("name", name, "a name no other schedule has")
 
 
+class DuplicateToken(StateConflict):
+    """A named token of this name exists, or existed: a name is never given twice, so that
+    the audit log's ``http:NAME`` means one token."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("name", name, "a name no other token has (a revoked token keeps its name)")
+
+
 class RunNotFound(BridgeError, LookupError):
     """No run has the id that was asked for."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"run: no run with id {run_id!r}")
+
+
+class IncidentNotFound(BridgeError, LookupError):
+    """No incident has the id that was asked for."""
+
+    def __init__(self, incident_id: int) -> None:
+        self.incident_id = incident_id
+        super().__init__(f"incident: no incident with id {incident_id}")
 
 
 class SendFailed(BridgeError):

@@ -14,6 +14,8 @@ from bridge.errors import BridgeError
 #: The extra of ``celery-periodic-bridge`` that installs what a URL scheme needs.
 EXTRA_OF_SCHEME = {
     "postgresql": "postgres",
+    "mysql": "mysql",
+    "mariadb": "mysql",
     "redis": "redis",
     "rediss": "redis",
     "sentinel": "redis",
@@ -23,6 +25,7 @@ EXTRA_OF_SCHEME = {
 #: The modules each extra installs that the bridge or kombu import at run time.
 EXTRA_MODULES = {
     "postgres": ("psycopg",),
+    "mysql": ("pymysql",),
     "redis": ("redis", "packaging"),
 }
 

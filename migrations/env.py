@@ -10,6 +10,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection, create_engine
 
+from bridge.storage import mysql  # noqa: F401 - the forms of the schema on MySQL and MariaDB
 from bridge.storage.models import Base
 
 config = context.config

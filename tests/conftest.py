@@ -1,4 +1,4 @@
-"""Fixtures: a real database per test (SQLite file or fresh PostgreSQL database),
+"""Fixtures: a real database per test (SQLite file, fresh PostgreSQL or MariaDB database),
 the real Redis broker, and real Celery processes that are always stopped."""
 
 from __future__ import annotations
@@ -11,7 +11,14 @@ import pytest
 from bridge import Bridge
 from bridge.storage.database import database_for
 
-from .support import Env, describe, postgres_database, rabbitmq_broker, redis_broker
+from .support import (
+    Env,
+    describe,
+    mysql_database,
+    postgres_database,
+    rabbitmq_broker,
+    redis_broker,
+)
 
 
 @pytest.fixture
@@ -25,11 +32,21 @@ def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'bridge.db'}"
 
 
+@pytest.fixture
+def mariadb_url() -> Iterator[str]:
+    with mysql_database() as url:
+        yield url
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """Each test using it runs once on SQLite and once on PostgreSQL."""
+    """Each test using it runs once on SQLite and once on PostgreSQL; and on MariaDB too when
+    it is marked :data:`tests.support.on_every_store`."""
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'bridge.db'}"
+    elif request.param == "mariadb":
+        with mysql_database() as url:
+            yield url
     else:
         with postgres_database() as url:
             yield url
@@ -91,6 +108,19 @@ def broker_env(request: pytest.FixtureRequest) -> Env:
 
 
 @pytest.fixture
+def mariadb_env(tmp_path: Path, mariadb_url: str, redis_url: str) -> Iterator[Env]:
+    """MariaDB + Redis, migrated through the CLI; processes stopped afterwards."""
+    yield from _env(tmp_path, mariadb_url, redis_url)
+
+
+@pytest.fixture(params=["pg_env", "mariadb_env"])
+def server_env(request: pytest.FixtureRequest) -> Env:
+    """A database server with Redis: PostgreSQL, then MariaDB."""
+    env: Env = request.getfixturevalue(request.param)
+    return env
+
+
+@pytest.fixture
 def embedded_env(tmp_path: Path, sqlite_url: str) -> Iterator[Env]:
     """The quick-start default: SQLite and the filesystem broker."""
     yield from _env(tmp_path, sqlite_url, None)
@@ -100,14 +130,9 @@ def embedded_env(tmp_path: Path, sqlite_url: str) -> Iterator[Env]:
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     """Attach the Celery process logs to a failing test's report."""
     report = yield
-    env = next(
-        (
-            item.funcargs.get(name)
-            for name in ("pg_env", "pg_rabbitmq_env", "broker_env", "embedded_env")
-            if name in getattr(item, "funcargs", {})
-        ),
-        None,
-    )
+    # Whichever fixture gave the test its processes (pg_env, a file's own env, ...).
+    funcargs = getattr(item, "funcargs", {})
+    env = next((value for value in funcargs.values() if isinstance(value, Env)), None)
     if report.failed and isinstance(env, Env):
         report.sections.append(("celery process logs", describe(env)))
     return report

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,9 +27,28 @@ CELERY = [sys.executable, "-m", "celery", "-A", "workers.app"]
 PG_ADMIN_URL = os.environ.get(
     "BRIDGE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
-REDIS_URL = os.environ.get("BRIDGE_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+#: The MariaDB (or MySQL) server, where each test that asks for one gets a database of its own.
+MYSQL_ADMIN_URL = os.environ.get("BRIDGE_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/")
+#: Redis databases of the tests run side by side (pytest-xdist's workers gw0, gw1, ...):
+#: each flushes its own. 13 is the chaos test's, 12 to 15 the benches'.
+_REDIS_DATABASES = (9, 10, 11, 8)
+
+
+def _redis_database() -> int:
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    if worker >= len(_REDIS_DATABASES):
+        raise RuntimeError(
+            f"at most {len(_REDIS_DATABASES)} test processes: one Redis database each"
+        )
+    return _REDIS_DATABASES[worker]
+
+
+REDIS_URL = os.environ.get("BRIDGE_TEST_REDIS_URL", f"redis://127.0.0.1:6379/{_redis_database()}")
 #: The RabbitMQ server; each test gets a virtual host of its own on it.
 AMQP_URL = os.environ.get("BRIDGE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+
+#: The port of each server when its URL names none.
+DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306}
 
 T = TypeVar("T")
 
@@ -55,18 +76,50 @@ def port_open(host: str, port: int) -> bool:
 @contextmanager
 def postgres_database(prefix: str = "bridge_test_") -> Iterator[str]:
     """A fresh, empty PostgreSQL database ``<prefix><random>`` for one test, dropped afterwards."""
-    if not port_open("127.0.0.1", 5432):
-        unavailable("PostgreSQL", "nothing listens on 127.0.0.1:5432")
+    with _fresh_database(
+        "PostgreSQL",
+        PG_ADMIN_URL,
+        prefix,
+        create='CREATE DATABASE "{}"',
+        drop='DROP DATABASE IF EXISTS "{}" WITH (FORCE)',
+    ) as url:
+        yield url
+
+
+@contextmanager
+def mysql_database(prefix: str = "bridge_test_") -> Iterator[str]:
+    """A fresh, empty MariaDB (or MySQL) database ``<prefix><random>`` for one test, dropped
+    afterwards."""
+    with _fresh_database(
+        "MariaDB",
+        MYSQL_ADMIN_URL,
+        prefix,
+        create="CREATE DATABASE `{}`",
+        drop="DROP DATABASE IF EXISTS `{}`",
+    ) as url:
+        yield url
+
+
+@contextmanager
+def _fresh_database(
+    service: str, admin_url: str, prefix: str, *, create: str, drop: str
+) -> Iterator[str]:
+    """A database of its own on the server of ``admin_url``, made with ``create`` and dropped
+    with ``drop`` (each a statement with ``{}`` for the name)."""
+    server = make_url(admin_url)
+    host, port = server.host or "127.0.0.1", server.port or DEFAULT_PORTS[server.get_backend_name()]
+    if not port_open(host, port):
+        unavailable(service, f"nothing listens on {host}:{port}")
     name = f"{prefix}{uuid.uuid4().hex[:10]}"
     # No pool: a test may restart the server between creating and dropping.
-    admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT", poolclass=NullPool)
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
     with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
+        connection.execute(text(create.format(name)))
     try:
-        yield PG_ADMIN_URL.rsplit("/", 1)[0] + f"/{name}"
+        yield server.set(database=name).render_as_string(hide_password=False)
     finally:
         with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            connection.execute(text(drop.format(name)))
         admin.dispose()
 
 
@@ -169,6 +222,8 @@ class Env:
         self.database_url = database_url
         self.broker_url = broker_url
         self.processes: list[CeleryProcess] = []
+        #: Where :func:`served` serves.
+        self.server_url = ""
 
     def environ(self, **extra: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -180,16 +235,32 @@ class Env:
         env.update(extra)
         return env
 
-    def cli(self, *args: str, check: bool = True, **extra: str) -> subprocess.CompletedProcess[str]:
-        """Run ``celery -A workers.app bridge ARGS`` and return its result."""
-        result = subprocess.run(
-            [*CELERY, "bridge", *args],
-            cwd=self.workdir,
-            env=self.environ(**extra),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    def cli(
+        self,
+        *args: str,
+        check: bool = True,
+        timeout: float = 120,
+        process: bool = False,
+        **extra: str,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``celery -A workers.app bridge ARGS`` and return its result.
+
+        Celery's own command line runs it in this process (see :func:`run_cli_here`), unless
+        ``process`` is set or ``BRIDGE_TEST_CLI=process``: then a ``celery`` process of its
+        own does, as for the tests of what only a process shows (its start, its exit status
+        on a bad setting, several commands at once).
+        """
+        if process or os.environ.get("BRIDGE_TEST_CLI") == "process":
+            result = subprocess.run(
+                [*CELERY, "bridge", *args],
+                cwd=self.workdir,
+                env=self.environ(**extra),
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        else:
+            result = run_cli_here(args, self.workdir, self.environ(**extra))
         if check and result.returncode != 0:
             pytest.fail(f"bridge {' '.join(args)} exited {result.returncode}: {result.stderr}")
         return result
@@ -236,6 +307,67 @@ class Env:
     def stop_all(self) -> None:
         for process in reversed(self.processes):
             process.stop()
+
+
+def run_cli_here(
+    args: Sequence[str], cwd: Path, environ: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``celery -A workers.app bridge ARGS``, run by Celery's command line in this process.
+
+    A ``celery`` process costs a second or two of CPU to start (its imports), and the suite
+    runs hundreds of commands: in the process, one costs a few milliseconds. What a new
+    process would see, it sees: ``environ`` and ``cwd`` while it runs (the local zone
+    included), an app of its own on the broker the environment names (as the app module
+    builds when a process imports it), and no connection pooled by an earlier command.
+    What a process would print, it returns: a ``SystemExit`` message on stderr, an
+    unexpected exception as its traceback on stderr with exit status 1.
+    """
+    from celery import Celery
+    from celery.bin.celery import celery as celery_command
+    from click.testing import CliRunner
+
+    import workers.app as reference
+    from bridge.errors import BridgeError
+    from bridge.storage.database import database_for
+
+    changed = {key: value for key, value in environ.items() if os.environ.get(key) != value}
+    saved = {key: os.environ.get(key) for key in changed}
+    os.environ.update(changed)
+    time.tzset()
+    # The app a new process would import: the module's configuration, its tasks (Celery
+    # gives every new app the tasks its modules declared) and the environment's broker.
+    original = reference.app
+    reference.app = Celery(original.main, set_as_current=False)
+    reference.app.conf.update(original.conf.changes)
+    try:
+        with contextlib.chdir(cwd):
+            reference.use_broker(reference.app, os.environ)
+            result = CliRunner().invoke(
+                celery_command, ["-A", "workers.app", "bridge", *args], prog_name="celery"
+            )
+    finally:
+        reference.app.close()
+        reference.app = original
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        time.tzset()
+        with contextlib.suppress(BridgeError):  # a URL the command refused was never opened
+            database_for(environ["BRIDGE_DATABASE_URL"]).dispose()
+    stdout, stderr = result.stdout, result.stderr
+    if isinstance(result.exception, SystemExit):
+        code = result.exception.code
+        if not isinstance(code, int) and code is not None:
+            # click's runner writes the message of SystemExit("...") where Python writes it.
+            stdout = stdout.removesuffix(f"{code}\n")
+            stderr += f"{code}\n"
+    elif result.exception is not None and result.exc_info is not None:
+        stderr += "".join(traceback.format_exception(*result.exc_info))
+    return subprocess.CompletedProcess(
+        ["celery", "-A", "workers.app", "bridge", *args], result.exit_code, stdout, stderr
+    )
 
 
 class CeleryProcess:
@@ -294,6 +426,12 @@ def rows(database_url: str, query: str, **params: Any) -> list[Any]:
         engine.dispose()
 
 
+def quoted(database_url: str, name: str) -> str:
+    """``name`` quoted for raw SQL on the database of ``database_url``: ``trigger`` is a
+    reserved word on MySQL, where a quoted name is written with backticks."""
+    return str(create_engine(database_url).dialect.identifier_preparer.quote(name))
+
+
 def execute(database_url: str, statement: str, **params: Any) -> None:
     """Write straight into the database, as an operator with psql would."""
     engine = create_engine(database_url)
@@ -302,3 +440,23 @@ def execute(database_url: str, statement: str, **params: Any) -> None:
             connection.execute(text(statement), params)
     finally:
         engine.dispose()
+
+
+@contextmanager
+def served(workdir: Path, broker_url: str | None = None, **settings: str) -> Iterator[Env]:
+    """A ``celery bridge serve`` with ``settings`` on a fresh, migrated PostgreSQL database;
+    its address is ``env.server_url``. Stopped and dropped afterwards."""
+    with postgres_database() as database_url:
+        env = Env(workdir, database_url, broker_url)
+        env.cli("migrate")
+        port = free_port()
+        try:
+            env.serve(port, **settings)
+            env.server_url = f"http://127.0.0.1:{port}"
+            yield env
+        finally:
+            env.stop_all()
+
+
+#: Runs a test that takes ``db_url`` on MariaDB as well as on SQLite and PostgreSQL.
+on_every_store = pytest.mark.parametrize("db_url", ["sqlite", "postgres", "mariadb"], indirect=True)

@@ -24,6 +24,8 @@ import yaml
 
 from tests.support import REPO
 
+pytestmark = pytest.mark.xdist_group("test_compose")
+
 COMPOSE_FILE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "Dockerfile"
 CELERY_APP = ["celery", "-A", "workers.app"]

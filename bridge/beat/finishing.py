@@ -28,6 +28,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -83,26 +84,36 @@ class Finished:
 
 
 def renew_marks(
-    store: BeatStore, instance: str, rows: list[int], marked: datetime, lease_seconds: float
+    store: BeatStore,
+    instance: str,
+    rows: list[int],
+    marked: datetime,
+    lease_seconds: float,
+    now: datetime,
 ) -> tuple[list[int], datetime]:
-    """Renew a batch's marks once half a lease has passed since they were set; the rows
-    another instance took over meanwhile, and the batch's mark from now on.
+    """Renew a batch's marks once half a lease has passed since they were set (by
+    ``now``, the caller's clock); the rows another instance took over meanwhile, and the
+    batch's mark from now on.
 
     A long batch (a slow broker, many rows) must not let its last rows'
     leases expire, or another instance would fire them too. A row taken
     over fails the guard of the next write to it.
     """
-    now = utcnow()
     if now - marked < timedelta(seconds=lease_seconds / 2):
         return [], marked
     held = store.renew(instance, rows, now)
     return [row for row in rows if row not in held], now
 
 
-def finish(store: BeatStore, job: Finish) -> Finished:
+def finish(store: BeatStore, job: Finish, clock: Callable[[], datetime] = utcnow) -> Finished:
     """Phases 5 and 6: mark the batch's runs ``SENT``, then advance and unmark its rows;
-    each done is logged here, which takes the log lines' CPU off beat's thread too."""
-    store.mark_sent([Sent(f.schedule_id, f.run_id, f.expires_at) for f in job.fired], utcnow())
+    each done is logged here, which takes the log lines' CPU off beat's thread too.
+
+    ``clock`` is read when each step happens, not when the batch was decided: the
+    finisher runs behind beat, and whether a mark needs renewing depends on how long
+    the batch has taken by then.
+    """
+    store.mark_sent([Sent(f.schedule_id, f.run_id, f.expires_at) for f in job.fired], clock())
     for fired in job.fired:
         attempt = f" attempt {fired.attempt}" if fired.attempt > 1 else ""
         logger.info(
@@ -113,7 +124,9 @@ def finish(store: BeatStore, job: Finish) -> Finished:
             fired.run_id,
             fired.trigger,
         )
-    taken, marked = renew_marks(store, job.instance, job.rows, job.marked, job.lease_seconds)
+    taken, marked = renew_marks(
+        store, job.instance, job.rows, job.marked, job.lease_seconds, clock()
+    )
     for row_id in taken:
         logger.warning("bridge: lost the mark on %r to another instance", job.names[row_id])
     advanced = store.advance(job.advances, job.instance, marked, job.now)

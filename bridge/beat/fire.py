@@ -422,7 +422,10 @@ class FireSequence:
                 )
             if plan.missed:
                 logger.info(
-                    "bridge: %d occurrence(s) of %r missed (catch-up)", plan.missed, row.name
+                    "bridge: %d occurrence(s) of %r missed (catch-up): %s",
+                    plan.missed,
+                    row.name,
+                    plan.missed_reason,
                 )
             fires.append(fire)
         return fires, bad
@@ -541,7 +544,12 @@ class FireSequence:
         """Renew the batch's marks once half a lease has passed since they were set
         (:func:`~bridge.beat.finishing.renew_marks`); a row taken over leaves the batch."""
         taken, batch.marked = renew_marks(
-            self.store, self.instance, batch.ids, batch.marked, self.settings.lease_seconds
+            self.store,
+            self.instance,
+            batch.ids,
+            batch.marked,
+            self.settings.lease_seconds,
+            utcnow(),
         )
         for row_id in taken:
             logger.warning(

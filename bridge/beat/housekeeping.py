@@ -10,6 +10,15 @@ Each job runs at its own pace, whichever instance's tick comes first:
   silent are forgotten at the same pace;
 * the end of sent runs whose message expired before any worker received it
   (a broker may drop such a message unseen: RabbitMQ does), every second.
+
+The sweeps wait while beat's claims are full (a burst, a backlog), for
+:data:`PUT_OFF_AT_MOST` seconds at most. The runs of every-minute schedules
+that no worker took all expire together, as the next burst falls due: ending
+them then, 500 a second, each settling its schedule's row under a lock,
+competed with the burst for beat's thread and for those rows, and halved it
+(docs/performance.md, Lag and memory). What they end can wait for the
+burst: only under overlap ``skip`` does a run ended later block an
+occurrence falling due meanwhile, and only for that long.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from datetime import datetime, timedelta
 
 from bridge.beat.fire import lost_reason, report_lost
 from bridge.config import Settings
+from bridge.rules.turns import put_off
 from bridge.storage.housekeeping import Housekeeping, LostRun
 
 logger = logging.getLogger("bridge.scheduler")
@@ -39,6 +49,8 @@ EXPIRY_SWEEP_SECONDS = 1.0
 EXPIRY_GRACE = 2.0
 #: The most runs one look ends as expired; the rest follow at the next.
 EXPIRY_BATCH = 500
+#: The longest the sweeps wait for beat's claims to be less than full.
+PUT_OFF_AT_MOST = 30.0
 
 
 class Housekeeper:
@@ -54,13 +66,21 @@ class Housekeeper:
         self._next_sweep = 0.0
         self._next_expiry_sweep = 0.0
         self._next_heartbeat = 0.0
+        #: Since when beat's claims have been full (None: the last one was not).
+        self._busy_since: float | None = None
         #: Since when this instance has reached the database without a break
         #: (None: not since the last failure).
         self._reachable_since: datetime | None = None
 
-    def run(self, now: datetime, sent: int) -> None:
-        """Do what is due: the heartbeat (``sent`` runs so far), the sweeps, the expiries."""
+    def run(self, now: datetime, sent: int, busy: bool = False) -> None:
+        """Do what is due: the heartbeat (``sent`` runs so far), the sweeps, the expiries;
+        the sweeps wait while beat is ``busy`` (its claim was full; see the module
+        docstring)."""
         self._heartbeat(now, sent)
+        at = time.monotonic()
+        self._busy_since = (at if self._busy_since is None else self._busy_since) if busy else None
+        if put_off(self._busy_since, at, PUT_OFF_AT_MOST):
+            return
         self._sweep(now)
         self._expire_unreceived(now)
 
@@ -70,8 +90,10 @@ class Housekeeper:
         self._reachable_since = None
 
     def forget_self(self, now: datetime) -> None:
-        """Remove this instance's heartbeat as it stops, and those of silent instances."""
-        self.store.forget_instances(self._instance_expiry(now), self.instance)
+        """Mark this instance stopped as it stops (its row keeps its last tick, which the
+        workers' watch on beat counts the silence from), and forget silent instances."""
+        self.store.stopped(self.instance, now)
+        self.store.forget_instances(self._instance_expiry(now))
 
     def _heartbeat(self, now: datetime, sent: int) -> None:
         if time.monotonic() < self._next_heartbeat:

@@ -4,9 +4,9 @@ Every piece of beat's work runs through :meth:`Guard.run`. A database or
 broker outage is expected: it is logged as one line when it starts and one
 when it ends, and beat waits 0.5 s, doubling up to :data:`MAX_BACKOFF`,
 between attempts. A conflict the database resolved (a deadlock) is logged
-as such. Anything else is a defect or a row the database cannot even
-return, logged with its traceback. Either way beat keeps running and tries
-again.
+as such, and a store with no bridge tables yet is waited for, said once.
+Anything else is a defect or a row the database cannot even return, logged
+with its traceback. Either way beat keeps running and tries again.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 
 from bridge.beat.fire import PublishFailed
+from bridge.beat.schema import SchemaPending
 from bridge.storage.database import DatabaseError, error_reason, is_conflict
 
 logger = logging.getLogger("bridge.scheduler")
@@ -56,6 +57,9 @@ class Guard:
             return self.backoff
         except PublishFailed as exc:
             self._trouble("broker", f"broker unreachable ({exc}); retrying with backoff")
+            return self.backoff
+        except SchemaPending as exc:
+            self._trouble("schema", str(exc))
             return self.backoff
         except Exception as exc:
             message = f"tick failed ({type(exc).__name__}: {exc}); retrying with backoff"

@@ -33,6 +33,7 @@ from bridge.beat.fire import FireSequence
 from bridge.beat.housekeeping import Housekeeper
 from bridge.beat.metrics import BeatMetrics, beat_metrics
 from bridge.beat.outage import Guard
+from bridge.beat.schema import REFUSED_STATUS, SchemaWatch
 from bridge.beat.sync import sync_beat_schedule
 from bridge.beat.watchdog import Watchdog
 from bridge.broker import check_broker
@@ -106,11 +107,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self.instance = instance_id()
         self.metrics = BeatMetrics()
         self.store = BeatStore(self.database)
+        self.schema = SchemaWatch(self.database)
         self.housekeeper = Housekeeper(
             Housekeeping(self.database), self.settings, self.instance, utcnow()
         )
         self.guard = Guard(
-            on_database_lost=self.housekeeper.database_lost,
+            on_database_lost=self._database_lost,
             on_trouble=lambda kind: self.metrics.outage(kind),
         )
         self.fires = FireSequence(
@@ -144,6 +146,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         with _fatal_at_start():
             check_broker(self.app)
             check_alert_task(self.app, self.settings)
+            self.schema.at_start()
             driver = self.database.engine.dialect.driver
             self.metrics = self.fires.metrics = beat_metrics(self.settings)
         if driver == "psycopg":
@@ -195,8 +198,11 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         the broker connection.
 
         Beat calls this twice on SIGTERM (from its signal handler and on the
-        way out); the second call has nothing left to do.
+        way out); the second call has nothing left to do. After a stop on a
+        schema beat does not match, the first call ends the process with
+        :data:`~bridge.beat.schema.REFUSED_STATUS`.
         """
+        refused = not self._closed and self.schema.refused is not None
         if not self._closed:
             self._closed = True
             try:
@@ -219,6 +225,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self.watchdog.stop()
             self.fires.outbox.drop()
         super().close()
+        if refused and threading.current_thread() is threading.main_thread():
+            # Celery's loop takes the SystemExit that stopped it for a clean stop, which
+            # would leave the process with status 0; it closes the scheduler on its way
+            # out, so the status is set here. A beat run on a thread of another process
+            # (embedded, threaded) has no status of its own to set.
+            raise SystemExit(REFUSED_STATUS)
 
     @property
     def info(self) -> str:
@@ -226,7 +238,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
 
     # -- the tick ----------------------------------------------------------
 
+    def _database_lost(self) -> None:
+        self.housekeeper.database_lost()
+        self.schema.recheck()
+
     def _tick(self) -> float:
+        self.schema.before_tick()
         if not self._config_synced:
             self._sync_config()
         started = time.perf_counter()
@@ -259,7 +276,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self.metrics.ticked(took, count)
         logger.debug("bridge: tick claimed %d fired %d in %.1f ms", count, fired, took * 1000)
         # Housekeeping after the fire, which is what the wake-up was timed for.
-        self.housekeeper.run(utcnow(), self.fires.sent)
+        self.housekeeper.run(utcnow(), self.fires.sent, busy=full)
         if self.fires.troubled:
             self.fires.troubled = False
             return DEFECT_BACKOFF
@@ -302,6 +319,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
 
     def _sync_config(self) -> None:
         """Upsert ``beat_schedule``; a defect here is logged, never fatal to beat."""
+        self.schema.before_tick()  # the sync writes schedules: not into a schema beat refuses
         try:
             sync_beat_schedule(self.app, self.database)
         except DatabaseError:

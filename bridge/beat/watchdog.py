@@ -12,8 +12,11 @@ reads never delay a fire. Every ``bridge_watchdog_interval`` it
 2. sends the alerts the incidents owe to ``bridge_alert_task``: one when an
    incident opens, again every ``bridge_alert_repeat`` while it stays open
    and unacknowledged, and one when it closes;
-3. prunes the runs of a slice of schedules (:mod:`bridge.storage.retention`),
-   going round all of them over the passes.
+3. prunes (:mod:`bridge.storage.retention`): looks at the schedules that
+   ended runs since the last pass and at a slice of all of them (every
+   schedule once an hour), prunes those that hold runs to delete, and sweeps
+   the runs that passed their age limit, set by set. With nothing ending and
+   nothing ageing, a pass is a handful of index reads.
 
 Several beats run it side by side: the incident rows and the claims on
 their alerts make each incident opened once and each alert sent once.
@@ -25,7 +28,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
 from celery import Celery
@@ -35,20 +38,28 @@ from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.rules.health import TROUBLE, Health, State, health_of, watched
 from bridge.rules.policy import OnOverrun
+from bridge.rules.retention import Limits, slice_of
 from bridge.rules.turns import Turns, pause_after
 from bridge.storage.beat import BeatStore
 from bridge.storage.database import Database, DatabaseError, error_reason
 from bridge.storage.health import AtRisk, HealthStore
 from bridge.storage.incidents import IncidentStore, Opening
-from bridge.storage.retention import Limits, Retention
+from bridge.storage.retention import BATCH, Cursor, Flagged, Retention
 
 logger = logging.getLogger("bridge.watchdog")
 
 #: The most schedules of each kind of risk one pass judges.
 AT_RISK_LIMIT = 1000
-#: Schedules one pass prunes, and the time it may spend on them.
-PRUNE_SLICE = 50
+#: The time one pass may spend pruning.
 PRUNE_BUDGET = 1.0
+#: Every schedule's runs are counted once in this time, a slice at each pass: what catches
+#: a lowered limit, or runs whose end the look at recent ends missed.
+COUNT_ROUND = timedelta(hours=1)
+#: How far before the last pass the next one looks for runs that ended: room for the
+#: transactions that wrote an earlier ``updated_at`` but committed after the last look.
+ENDED_SLACK = timedelta(seconds=10)
+#: How often the age limits in use are read again (one read of every schedule's row).
+DAYS_EVERY = timedelta(minutes=10)
 #: Pruning runs only while beat sleeps between two ticks, and starts a schedule's
 #: transaction only this long before the next tick at the latest: longer than one
 #: transaction takes (a batch of deletes), so that pruning does not run beside this
@@ -76,6 +87,9 @@ ALERTED_BEFORE_CLOSING = frozenset({"missed", "overrun"})
 LASTS_THROUGH = {
     Health.FAILING.value: frozenset({Health.FAILING, Health.BROKEN}),
 }
+#: Incidents whose message counts what grows while they are open ("its last 5
+#: occurrences failed"): restated at each pass, so that it never says 1 after five.
+RESTATED = frozenset({Health.FAILING})
 
 
 class Watchdog:
@@ -98,8 +112,15 @@ class Watchdog:
         self.runs = BeatStore(database)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="bridge-watchdog", daemon=True)
-        self._prune_after = 0
         self._pruning = Turns(QUIET_MARGIN, STARVED_AFTER, PRUNE_BUDGET, time.monotonic())
+        #: Schedules found to need a look, not yet pruned to their limits.
+        self._pending: dict[int, Flagged] = {}
+        self._ended_since: datetime | None = None
+        self._count_after = 0
+        self._count_slice = 0
+        #: Per age limit in use, where its sweep has read to, and when they were read.
+        self._swept: dict[int, Cursor | None] = {}
+        self._days_read: datetime | None = None
         self._failing: str | None = None
 
     def start(self) -> None:
@@ -164,7 +185,19 @@ class Watchdog:
             )
         ]
         self.incidents.close(over, now)
-        known = {(i.kind, i.periodic_task_id) for i in open_now if i.id not in over}
+        going_on = [incident for incident in open_now if incident.id not in over]
+        self.incidents.restate(
+            {
+                incident.id: state.reason
+                for incident in going_on
+                if incident.periodic_task_id in states
+                for _, state in [states[incident.periodic_task_id]]
+                if state.health in RESTATED
+                and state.health.value == incident.kind
+                and state.reason != incident.message
+            }
+        )
+        known = {(i.kind, i.periodic_task_id) for i in going_on}
         self.incidents.open(
             [
                 Opening(
@@ -226,18 +259,17 @@ class Watchdog:
     # -- 3. prune ---------------------------------------------------------------------------
 
     def prune(self, now: datetime) -> None:
-        """Prune slices of schedules for up to :data:`PRUNE_BUDGET` seconds, carrying on
-        next pass where this one stopped.
+        """Prune for up to :data:`PRUNE_BUDGET` seconds, one transaction after another
+        (:meth:`_prune_steps`), carrying on next pass where this one stopped.
 
-        Only in beat's sleep between two ticks, each schedule's transaction
-        started at least :data:`QUIET_MARGIN` before the next tick: pruning
-        beside a fire would take the process's CPU and the database's from
-        it, and the runs it deletes can wait. A beat that has had no such
-        quiet for :data:`STARVED_AFTER` seconds prunes anyway, for one budget.
+        Only in beat's sleep between two ticks, each transaction started at
+        least :data:`QUIET_MARGIN` before the next tick: pruning beside a fire
+        would take the process's CPU and the database's from it, and the runs
+        it deletes can wait. A beat that has had no such quiet for
+        :data:`STARVED_AFTER` seconds prunes anyway, for one budget.
         """
         limits = Limits(self.settings.history_keep_runs, self.settings.history_keep_days)
-        if not (limits.keep_runs or limits.keep_days) and not self._prune_after:
-            return
+        steps = self._prune_steps(now, limits)
         deadline = time.monotonic() + PRUNE_BUDGET
         while time.monotonic() < deadline:
             if not self._may_prune():
@@ -246,17 +278,49 @@ class Watchdog:
                 continue
             # A turn taken without quiet gets its whole budget, wherever in the pass it began.
             deadline = max(deadline, self._pruning.starved_until)
-            done = self.retention.prune(
-                self._prune_after, PRUNE_SLICE, limits, now, go_on=self._may_prune
-            )
-            if done.runs:
-                logger.debug("bridge: pruned %d runs of %d schedules", done.runs, done.schedules)
-            if done.last_id is None:
-                self._prune_after = 0
-                self.incidents.forget_closed(now - CLOSED_KEPT)
+            if not next(steps, False):
                 return
-            self._prune_after = done.last_id
+
+    def _prune_steps(self, now: datetime, limits: Limits) -> Iterator[bool]:
+        """A pass's pruning, one step (a transaction or two) per item, each yielding True:
+        what it needs is kept on the watchdog, so that a pass cut short loses nothing."""
+        retention = self.retention
+        since = self._ended_since or now - ENDED_SLACK
+        ended = retention.ended_since(since)
+        self._flag(retention.flagged(ended, limits, now))
+        self._ended_since = now - ENDED_SLACK
+        yield True
+        if not self._count_after:
+            passes = COUNT_ROUND / timedelta(seconds=self.settings.watchdog_interval)
+            self._count_slice = slice_of(retention.schedules(), int(passes))
+        counted = retention.count_slice(self._count_after, self._count_slice, limits, now)
+        self._flag(counted.flagged)
+        self._count_after = counted.last_id or 0
+        if counted.last_id is None:
+            self.incidents.forget_closed(now - CLOSED_KEPT)
+        yield True
+        while self._pending:
+            flagged = next(iter(self._pending.values()))
+            if retention.prune_schedule(flagged, now) < BATCH:
+                del self._pending[flagged.id]
+            yield True
+        if self._days_read is None or now - self._days_read >= DAYS_EVERY:
+            in_use = retention.keep_days_in_use(limits)
+            self._swept = {days: self._swept.get(days) for days in in_use}
+            self._days_read = now
+            yield True
+        for days in sorted(self._swept):
+            while True:
+                swept = retention.sweep_age(days, self._swept[days], limits, now)
+                self._swept[days] = swept.cursor
+                yield True
+                if swept.done:
+                    break
+
+    def _flag(self, flagged: list[Flagged]) -> None:
+        for schedule in flagged:
+            self._pending.setdefault(schedule.id, schedule)
 
     def _may_prune(self) -> bool:
-        """Whether a schedule's pruning may start now (see :meth:`prune`)."""
+        """Whether a pruning transaction may start now (see :meth:`prune`)."""
         return self._pruning.may_start(time.monotonic(), self.quiet_for())

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import builtins
 import getpass
+import secrets
 import socket
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -28,7 +29,7 @@ from bridge import sending
 from bridge.broker import Publisher, check_broker
 from bridge.clock import utcnow
 from bridge.config import Settings
-from bridge.errors import RunSkipped, SendFailed, StateConflict, ValidationError
+from bridge.errors import IncidentNotFound, RunSkipped, SendFailed, StateConflict, ValidationError
 from bridge.manage.views import (
     AuditRecord,
     Backfill,
@@ -40,15 +41,19 @@ from bridge.manage.views import (
     SchedulerHealth,
     Stats,
     Status,
+    Token,
     Worker,
 )
 from bridge.rules import paging
 from bridge.rules.decisions import (
     FINISHED_NOTES,
     Forecast,
+    Way,
     first_at_or_after,
     forecast,
+    manual_overlap,
     occurrences,
+    overlap_way,
 )
 from bridge.rules.definition import (
     build_definition,
@@ -64,26 +69,41 @@ from bridge.rules.fire import state_of
 from bridge.rules.health import State, health_of, watched
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus, Source, Trigger
 from bridge.rules.policy import Overlap, Policies, PolicyFields, duration
+from bridge.rules.retention import Limits
 from bridge.rules.runs import Envelope, Payload, expires_at, new_run, run_id_for
 from bridge.rules.stats import spread, success_rate
 from bridge.rules.timers import Timer, parse_timer
+from bridge.rules.tokens import (
+    TOKEN_PREFIX,
+    Role,
+    check_role,
+    check_token_name,
+    digest,
+    expiry,
+    may_be_named_token,
+    session_end,
+)
 from bridge.rules.values import (
     aware,
     column_of,
+    flag,
     instant,
+    lookup_text,
     required_instant,
     seconds,
     whole_number,
 )
 from bridge.storage.audit import AuditStore, Change
-from bridge.storage.database import Database, database_for
+from bridge.storage.database import Database, DatabaseError, database_for, error_reason, shown_url
 from bridge.storage.health import HealthStore, RunsSeen
-from bridge.storage.history import HistoryStore, RunFilter
+from bridge.storage.history import PAGE_KEY, HistoryStore, RunFilter
 from bridge.storage.incidents import IncidentStore
-from bridge.storage.overview import Overview, OverviewStore
-from bridge.storage.retention import Limits, Pruned, Retention
+from bridge.storage.overview import ENDED_COLUMNS, Overview, OverviewStore
+from bridge.storage.retention import Pruned, Retention
 from bridge.storage.runs import Sent
 from bridge.storage.schedules import SORTS, ScheduleFilter, ScheduleStore
+from bridge.storage.tokens import TokenStore
+from bridge.version import __version__
 
 #: The most runs :meth:`Bridge.forecast` (``bridge next``) looks ahead.
 MAX_FORECAST = 1000
@@ -93,15 +113,22 @@ NOTE_RUNNING_RUN = "after the running run completes"
 NOTE_OPEN_RUN = "when its open run ends"
 #: Where :meth:`Bridge.resume` restarts a schedule.
 RESUME_FROM = ("now", "catchup")
-#: The overlap choices of a manual run or a backfill: ``buffer_one`` holds a
-#: *scheduled* occurrence, which a run sent by hand is not.
-MANUAL_OVERLAPS = (Overlap.ALLOW, Overlap.SKIP, Overlap.REPLACE)
 #: The statuses of a run that :meth:`Bridge.retry` sends again.
 RETRIABLE = (RunStatus.FAILURE, RunStatus.LOST, RunStatus.REVOKED)
 #: The latest runs of a window whose durations and start delays :meth:`Bridge.stats` reads.
 STATS_SAMPLE = 10_000
 #: The rows of a page when none is asked for.
 PAGE_DEFAULT = 100
+#: The states a list of schedules can be narrowed to (``ls --state``, the dashboard's
+#: filter), and the filter of :meth:`Bridge.schedules` each one means.
+STATE_FILTERS: dict[str, dict[str, bool]] = {
+    "enabled": {"enabled": True},
+    "paused": {"paused": True},
+    "finished": {"finished": True},
+    "broken": {"broken": True},
+    "late": {"late": True},
+    "failing": {"failing": True},
+}
 #: Schedules :meth:`Bridge.prune` reads at a time.
 PRUNE_SLICE = 500
 #: ``silenced_until`` of a schedule silenced until someone unsilences it.
@@ -138,6 +165,7 @@ class Bridge:
         self.incident_store = IncidentStore(self.database)
         self.health_store = HealthStore(self.database)
         self.retention = Retention(self.database)
+        self.token_store = TokenStore(self.database)
         #: Who the audit log says made the changes of this object: ``cli:alice@host``, ...
         self.actor = actor or default_actor()
 
@@ -152,9 +180,16 @@ class Bridge:
 
     # -- schema -------------------------------------------------------------
 
-    def migrate(self) -> None:
-        """Create or upgrade the bridge's tables; safe to repeat and to run concurrently."""
-        self.database.migrate()
+    def migrate(self) -> tuple[str | None, str | None]:
+        """Create or upgrade the bridge's tables; safe to repeat and to run concurrently.
+        Returns the schema revision before (None: no tables) and after."""
+        return self.database.migrate()
+
+    def check_schema(self) -> None:
+        """Refuse (:class:`~bridge.storage.database.SchemaMismatch`, one line naming both
+        revisions and what to run) when the store's schema is not one this release may
+        run against: behind it, ahead of it, or missing."""
+        self.database.require_schema(__version__)
 
     # -- changes --------------------------------------------------------------
 
@@ -185,13 +220,13 @@ class Bridge:
         now = utcnow()
         check_name(name)
         anchor = aware("anchor", anchor) if anchor is not None else now
-        if not isinstance(enabled, bool):
-            raise ValidationError("enabled", enabled, "true or false")
+        flag("enabled", enabled)
+        flag("allow_unknown_task", allow_unknown_task)
         checked_labels = check_labels(labels)
         definition, timer_ = build_definition(
             task=task,
             timer=timer,
-            timezone=timezone or self.default_timezone(),
+            timezone=self.default_timezone() if timezone is None else timezone,
             anchor=anchor,
             args=args,
             kwargs=kwargs,
@@ -233,8 +268,10 @@ class Bridge:
         stays as it was. ``labels`` replace the schedule's labels.
         """
         now = utcnow()
+        lookup_text("name", name)
+        flag("allow_unknown_task", allow_unknown_task)
         wanted_labels = None if labels is None else check_labels(labels)
-        with self.store.changing(name, self._change("edit")) as editing:
+        with self.store.changing(name, self._change("edit"), now) as editing:
             row = editing.row
             # A new timer starts from now (an interval's grid is anchored there).
             anchor = now if timer is not None and timer != row.timer else row.anchor
@@ -276,8 +313,10 @@ class Bridge:
         new note; without one, or with the note it has, pausing it again is
         refused and writes nothing.
         """
+        lookup_text("name", name)
         note = check_note(note)
-        with self.store.changing(name, self._change("pause", note)) as editing:
+        now = utcnow()
+        with self.store.changing(name, self._change("pause", note), now) as editing:
             row = editing.row
             if not row.enabled and (note is None or note == row.note):
                 shown = f"paused: {row.note}" if row.note else "paused"
@@ -286,7 +325,7 @@ class Bridge:
                 )
             row.enabled = False
             row.note = note
-            row.updated_at = utcnow()
+            row.updated_at = now
         return self.get(name)
 
     def resume(self, name: str, from_: str = "now") -> Schedule:
@@ -301,7 +340,8 @@ class Bridge:
         if from_ not in RESUME_FROM:
             raise ValidationError("from", from_, " or ".join(RESUME_FROM))
         now = utcnow()
-        with self.store.changing(name, self._change("resume", f"from {from_}")) as editing:
+        lookup_text("name", name)
+        with self.store.changing(name, self._change("resume", f"from {from_}"), now) as editing:
             row = editing.row
             if row.enabled and not row.broken:
                 raise StateConflict(
@@ -360,7 +400,7 @@ class Bridge:
 
     def remove(self, name: str) -> None:
         """Delete the schedule and, by cascade, its runs."""
-        self.store.remove(name, self._change("delete"), utcnow())
+        self.store.remove(lookup_text("name", name), self._change("delete"), utcnow())
 
     def run(self, name: str, overlap: str | None = None) -> Run:
         """Send a run now (``trigger=manual``), whatever the timer says.
@@ -372,7 +412,7 @@ class Bridge:
         changed: they count scheduled occurrences only.
         """
         app = self._sender()
-        mode = _manual_overlap(overlap)
+        mode = manual_overlap(overlap)
         schedule = self.get(name)
         payload = _payload(schedule)
         run_id = str(uuid.uuid4())
@@ -396,8 +436,7 @@ class Bridge:
         is not recorded: the run is final. ``note`` goes into the record's
         reason and the audit log. A run that has ended is refused.
         """
-        if not isinstance(terminate, bool):
-            raise ValidationError("terminate", terminate, "true or false")
+        flag("terminate", terminate)
         note = check_note(note)
         app = self._sender()
         run = self.run_info(run_id)
@@ -446,6 +485,22 @@ class Bridge:
         )
         return self.run_info(retry_id)
 
+    def retriable(self, runs: Sequence[Run]) -> set[str]:
+        """The ids of those of ``runs`` that :meth:`retry` would send again: ended FAILURE,
+        LOST or REVOKED, and still the latest attempt of their occurrence (a page that
+        lists an attempt a retry replaced offers no retry of it, which would be refused)."""
+        ended: dict[int, list[tuple[datetime, Run]]] = {}
+        for run in runs:
+            if RunStatus(run.status) not in RETRIABLE:
+                continue
+            if run.schedule_id is not None and run.plan_time is not None:
+                ended.setdefault(run.schedule_id, []).append((run.plan_time, run))
+        found: set[str] = set()
+        for schedule_id, plans in ended.items():
+            latest = self.history_store.latest_attempts(schedule_id, [plan for plan, _ in plans])
+            found.update(run.id for plan, run in plans if latest.get(plan) == run.attempt)
+        return found
+
     def backfill(
         self,
         name: str,
@@ -479,7 +534,7 @@ class Bridge:
                 "to", end, "a time no later than now (later occurrences are beat's to send)"
             )
         limit = whole_number("limit", limit)
-        mode = _manual_overlap(overlap)
+        mode = manual_overlap(overlap)
         schedule = self.get(name)
         timer_ = parse_timer(schedule.timer, schedule.timezone, schedule.anchor)
         if schedule.fixed_delay:
@@ -511,7 +566,7 @@ class Bridge:
 
     def get(self, name: str) -> Schedule:
         """The schedule called ``name``, with its health."""
-        return self._judged([self.store.get(name)])[0]
+        return self._judged([self.store.get(lookup_text("name", name))])[0]
 
     def list(self) -> builtins.list[Schedule]:
         """Every schedule, by name, with its health."""
@@ -547,6 +602,7 @@ class Bridge:
         failing: bool | None = None,
         label: str | None = None,
         late: bool | None = None,
+        finished: bool | None = None,
         sort: str = "name",
         cursor: str | None = None,
         limit: int = PAGE_DEFAULT,
@@ -556,24 +612,32 @@ class Bridge:
 
         ``prefix`` keeps the names starting with it; ``late`` the enabled
         schedules due for longer than ``bridge_default_grace``; ``failing``
-        the enabled ones whose latest occurrence failed. ``sort="next"`` lists
-        the enabled schedules that have a next run, soonest first. ``cursor``
-        is the ``next`` of the page before.
+        the enabled ones whose latest occurrence failed; ``paused`` those
+        someone paused, ``finished`` those beat disabled with nothing left to
+        fire. ``sort="next"`` lists the enabled schedules that have a next
+        run, soonest first. ``cursor`` is the ``next`` of the page before.
         """
         if sort not in SORTS:
             raise ValidationError("sort", sort, " or ".join(SORTS))
         limit = whole_number("limit", limit, high=paging.PAGE_MAX)
         kinds: tuple[type, ...] = (datetime, int) if sort == "next" else (str,)
         after = None if cursor is None else paging.decode(cursor, kinds)
-        flags = (("enabled", enabled), ("paused", paused), ("broken", broken), ("failing", failing))
+        flags = (
+            ("enabled", enabled),
+            ("paused", paused),
+            ("finished", finished),
+            ("broken", broken),
+            ("failing", failing),
+        )
         for field, value in flags:
-            if value is not None and not isinstance(value, bool):
-                raise ValidationError(field, value, "true or false")
+            if value is not None:
+                flag(field, value)
         where = ScheduleFilter(
-            prefix=prefix,
-            task=task,
+            prefix=None if prefix is None else lookup_text("prefix", prefix),
+            task=None if task is None else lookup_text("task", task),
             enabled=enabled,
             paused=paused,
+            finished=finished,
             broken=broken,
             failing=failing,
             label=None if label is None else check_label(label),
@@ -605,13 +669,14 @@ class Bridge:
         cursor: str | None = None,
         limit: int = PAGE_DEFAULT,
     ) -> Page[Run]:
-        """One page of runs, newest occurrence first: of the schedule ``name``, or of every
-        schedule; filtered by status, trigger and a range of plan times (``since``
-        included, ``until`` not). ``cursor`` is the ``next`` of the page before."""
+        """One page of runs, newest occurrence first and its latest attempt first: of the
+        schedule ``name``, or of every schedule; filtered by status, trigger and a range
+        of plan times (``since`` included, ``until`` not). ``cursor`` is the ``next`` of
+        the page before."""
         limit = whole_number("limit", limit, high=paging.PAGE_MAX)
-        after = None if cursor is None else paging.decode(cursor, (datetime, str))
+        after = None if cursor is None else paging.decode(cursor, PAGE_KEY)
         where = RunFilter(
-            schedule_id=None if name is None else self.store.get(name).id,
+            schedule_id=None if name is None else self.store.get(lookup_text("name", name)).id,
             statuses=_choices("status", status, [s.value for s in RunStatus]),
             triggers=_choices("trigger", trigger, [t.value for t in Trigger]),
             since=None if since is None else instant("since", since, optional=True),
@@ -620,13 +685,16 @@ class Bridge:
         found = [
             Run.of(run, name) for run, name in self.history_store.page(where, after, limit + 1)
         ]
-        return Page(found[:limit], paging.following(found, limit, lambda r: (r.plan_time, r.id)))
+        return Page(
+            found[:limit],
+            paging.following(found, limit, lambda r: (r.plan_time, r.attempt, r.id)),
+        )
 
     def run_info(self, run_id: str) -> Run:
         """One run, with its error and traceback; :class:`~bridge.errors.RunNotFound` if none."""
         if not isinstance(run_id, str):
             raise ValidationError("run", run_id, "a run id")
-        run, schedule = self.history_store.get(run_id)
+        run, schedule = self.history_store.get(lookup_text("run", run_id))
         return Run.of(run, schedule)
 
     def stats(
@@ -691,16 +759,18 @@ class Bridge:
         self, beat_timeout: float | None = None, now: datetime | None = None
     ) -> SchedulerHealth:
         """Whether a beat ticked within ``beat_timeout`` seconds (default: the lease, past
-        which its rows are taken over anyway) and the schema is the latest."""
-        revision, head = self.database.revisions()
-        if revision != head:
+        which its rows are taken over anyway) and the schema is one this release runs
+        against."""
+        schema = self.database.schema()
+        problem = schema.refusal(__version__, shown_url(self.database.url))
+        if problem is not None:
             # The tables may not be there to read the instances from.
             empty = Status([], [], 0, None, now or utcnow(), self.settings.lease_seconds)
-            return SchedulerHealth(revision, head, empty)
+            return SchedulerHealth(schema.revision, schema.head, empty, problem)
         status = self.status(now)
         if beat_timeout is not None:
             status = replace(status, beat_timeout=seconds("beat_timeout", beat_timeout))
-        return SchedulerHealth(revision, head, status)
+        return SchedulerHealth(schema.revision, schema.head, status)
 
     # -- incidents, silence, retention ---------------------------------------------------
 
@@ -720,8 +790,70 @@ class Bridge:
         number = whole_number("incident", incident_id)
         incident = self.incident_store.acknowledge(number, self.actor, utcnow())
         if incident is None:
-            raise ValidationError("incident", incident_id, "the id of an incident")
+            raise IncidentNotFound(number)
         return IncidentRecord.of(incident)
+
+    # -- named tokens and dashboard sessions (the HTTP server's) ----------------------------
+
+    def create_token(self, name: str, role: str, expires: str | None = None) -> tuple[Token, str]:
+        """Make a named token of ``role`` (``read`` or ``admin``) that works until
+        ``expires`` (a duration such as ``90d``; None: until revoked). Returns it and its
+        secret, which the store does not keep: this is the one time it can be shown. The
+        audit log records it (``create token``), naming the token and its role."""
+        now = utcnow()
+        check_token_name(name)
+        checked_role = check_role(role)
+        until = expiry(expires, now)
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        row = self.token_store.create(
+            name, checked_role.value, digest(secret), now, self._change("create token"), until
+        )
+        return Token.of(row), secret
+
+    def tokens(self) -> builtins.list[Token]:
+        """Every named token, revoked and expired ones too, by name."""
+        return [Token.of(row) for row in self.token_store.every()]
+
+    def revoke_token(self, name: str) -> Token:
+        """Stop the token ``name`` working, and end the dashboard sessions it began. The
+        audit log records it (``revoke token``) unless the token was revoked already."""
+        change = self._change("revoke token")
+        row = self.token_store.revoke(lookup_text("name", name), utcnow(), change)
+        if row is None:
+            raise ValidationError("name", name, "the name of a token (see bridge token ls)")
+        return Token.of(row)
+
+    def token_holder(self, secret: str) -> Token | None:
+        """The named token whose secret is ``secret``, while it works (not revoked, not
+        expired); None otherwise."""
+        if not may_be_named_token(secret):
+            return None
+        row = self.token_store.holder(digest(secret), utcnow())
+        return None if row is None else Token.of(row)
+
+    def begin_session(self, role: Role, token: Token | None, lifetime: timedelta) -> str:
+        """Record a dashboard session of ``role``, begun with the named ``token`` (None: a
+        settings token), for ``lifetime`` or until the token expires. Returns the session's
+        secret, for the browser's cookie; the store keeps its digest."""
+        now = utcnow()
+        secret = secrets.token_urlsafe(32)
+        end = session_end(now, lifetime, None if token is None else token.expires_at)
+        token_id = None if token is None else token.id
+        self.token_store.begin_session(digest(secret), token_id, role.value, now, end)
+        return secret
+
+    def session(self, secret: str) -> tuple[Role, Token | None] | None:
+        """The role of the dashboard session ``secret`` and its named token (None: a settings
+        token's session), while the session and its token last; None once either ended."""
+        found = self.token_store.session_of(digest(secret), utcnow())
+        if found is None:
+            return None
+        session, token = found
+        return Role(session.role), None if token is None else Token.of(token)
+
+    def end_session(self, secret: str) -> None:
+        """End a dashboard session (sign-out): its cookie no longer signs anyone in."""
+        self.token_store.end_session(digest(secret))
 
     def silence(self, name: str, for_: str | float | timedelta | None = None) -> Schedule:
         """Send no alert about the schedule for ``for_`` (a duration), or until
@@ -729,30 +861,35 @@ class Bridge:
         now = utcnow()
         until = SILENCED_FOREVER if for_ is None else now + duration("for", for_)
         note = "until unsilenced" if for_ is None else f"until {until.isoformat()}"
-        with self.store.changing(name, self._change("silence", note)) as editing:
+        lookup_text("name", name)
+        with self.store.changing(name, self._change("silence", note), now) as editing:
             editing.row.silenced_until = until
         return self.get(name)
 
     def unsilence(self, name: str) -> Schedule:
         """Send the schedule's alerts again."""
-        with self.store.changing(name, self._change("unsilence")) as editing:
+        change = self._change("unsilence")
+        with self.store.changing(lookup_text("name", name), change, utcnow()) as editing:
             editing.row.silenced_until = None
         return self.get(name)
 
     def prune(self, dry_run: bool = False) -> Pruned:
         """Prune every schedule's old final runs now, as beat's watchdog does over time
-        (see :mod:`bridge.storage.retention`); with ``dry_run``, count them only."""
+        (see :mod:`bridge.storage.retention`): every schedule's final runs are counted,
+        a slice at a time, and those that hold runs to delete are pruned to their limits;
+        with ``dry_run``, what would go is counted only."""
         limits = Limits(self.settings.history_keep_runs, self.settings.history_keep_days)
         now = utcnow()
         schedules = runs = 0
         after = 0
         while True:
-            done = self.retention.prune(after, PRUNE_SLICE, limits, now, dry_run, thorough=True)
-            schedules += done.schedules
-            runs += done.runs
-            if done.last_id is None:
-                return Pruned(schedules, runs, None)
-            after = done.last_id
+            counted = self.retention.count_slice(after, PRUNE_SLICE, limits, now)
+            schedules += counted.schedules
+            for flagged in counted.flagged:
+                runs += self.retention.prune_schedule(flagged, now, dry_run, thorough=True)
+            if counted.last_id is None:
+                return Pruned(schedules, runs)
+            after = counted.last_id
 
     def health_counts(self, now: datetime | None = None) -> dict[str, int]:
         """How many schedules are in each health state (see
@@ -778,6 +915,8 @@ class Bridge:
         not), or to every schedule."""
         limit = whole_number("limit", limit, high=paging.PAGE_MAX)
         before = None if cursor is None else paging.decode(cursor, (int,))[0]
+        if name is not None:
+            lookup_text("name", name)
         found = [AuditRecord.of(entry) for entry in self.audit_store.trail(name, before, limit + 1)]
         return Page(found[:limit], paging.following(found, limit, lambda e: (e.id,)))
 
@@ -797,7 +936,7 @@ class Bridge:
         each run completes.
         """
         count = whole_number("count", count, high=MAX_FORECAST)
-        row = self.store.get(name)
+        row = self.store.get(lookup_text("name", name))
         if not row.enabled:
             return Forecast([], _disabled_note(row.note, row.broken))
         state = state_of(row)
@@ -842,15 +981,13 @@ class Bridge:
         self, app: Celery, schedule: Schedule, overlap: Overlap, command: str, reason: str
     ) -> None:
         """Apply a manual run's overlap to the schedule's open runs: refuse, revoke or ignore."""
-        if overlap is Overlap.ALLOW:
-            return
         open_runs = self.store.open_runs(schedule.id)
-        if not open_runs:
-            return
-        if overlap is Overlap.SKIP:
+        way = overlap_way(overlap, open_runs)
+        if way is Way.SKIP:
             blocking = open_runs[0]
             raise RunSkipped(command, schedule.name, blocking.id, blocking.status)
-        sending.revoke(app, self.store, [run.id for run in open_runs], reason)
+        if way is Way.REPLACE:
+            sending.revoke(app, self.store, [run.id for run in open_runs], reason)
 
     def _send(
         self,
@@ -907,16 +1044,6 @@ def _payload(schedule: Schedule) -> Payload:
     return Payload.decode(schedule.task, schedule.args, schedule.kwargs, schedule.options)
 
 
-def _manual_overlap(value: str | None) -> Overlap:
-    """The overlap of a manual run or a backfill; ``allow`` unless told otherwise."""
-    if value is None:
-        return Overlap.ALLOW
-    mode = next((o for o in MANUAL_OVERLAPS if o.value == value), None)
-    if mode is None:
-        raise ValidationError("overlap", value, "allow, skip or replace for a manual run")
-    return mode
-
-
 def _occurrences(
     timer: Timer, first: datetime, last: datetime, limit: int, given_end: Any
 ) -> builtins.list[datetime]:
@@ -933,15 +1060,23 @@ def _occurrences(
     return found
 
 
+#: The API, and what the front ends (the CLI, the web server) need of the storage besides
+#: the views: its errors and a metrics scrape's values. They take those from here and
+#: import nothing of ``bridge.storage`` (a contract in pyproject.toml).
 __all__ = [
+    "ENDED_COLUMNS",
     "AuditRecord",
     "Backfill",
     "Bridge",
+    "DatabaseError",
     "Instance",
+    "Overview",
     "Page",
     "Run",
+    "RunsSeen",
     "Schedule",
     "Stats",
     "Status",
     "Worker",
+    "error_reason",
 ]

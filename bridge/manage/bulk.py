@@ -70,7 +70,7 @@ from bridge.rules.edits import FRESH_STATE, MOVING_COLUMNS, retimes
 from bridge.rules.kinds import Source
 from bridge.rules.policy import POLICY_COLUMNS, POLICY_NAMES, Policies
 from bridge.rules.timers import Timer, format_duration
-from bridge.rules.values import json_or_text, required_instant
+from bridge.rules.values import flag, json_or_text, required_instant
 from bridge.storage import audit
 from bridge.storage.bulk import Changes, RowValues, ScheduleImport, rows_by_name
 
@@ -99,8 +99,9 @@ SHOWN_CHARS = 80
 #: One line of an import: text, or bytes as read from a file (decoded as UTF-8).
 Line = str | bytes
 #: The columns an import compares with its line: the definition (but the
-#: countdown), the anchor and the enabled flag. Export reads these too.
-_COMPARED = tuple(
+#: countdown), the anchor and the enabled flag. Export reads these too, and an
+#: import from another scheduler compares them with its entries.
+COMPARED_COLUMNS = tuple(
     column
     for column in (
         *("task", "timer", "timezone", "args", "kwargs", "options"),
@@ -113,7 +114,7 @@ _COMPARED = tuple(
 _DEFAULTS: dict[str, Any] = {"args": [], "kwargs": {}, "options": {}, "enabled": True}
 #: The columns an import reads of an existing row: those it compares, and those the
 #: audit log shows before and after.
-_READ = tuple(dict.fromkeys((*_COMPARED, *AUDITED_COLUMNS)))
+READ_COLUMNS = tuple(dict.fromkeys((*COMPARED_COLUMNS, *AUDITED_COLUMNS)))
 
 
 # -- one line ---------------------------------------------------------------------
@@ -182,7 +183,7 @@ class Entry:
         anchor = self.anchor or (now if columns["timer"] != row["timer"] else row["anchor"])
         wanted = {**columns, "anchor": anchor, "enabled": self.enabled}
         relabelled = tuple(row.get("labels", ())) != self.labels
-        if all(row[key] == wanted[key] for key in _COMPARED) and not relabelled:
+        if all(row[key] == wanted[key] for key in COMPARED_COLUMNS) and not relabelled:
             return None
         changes: dict[str, Any] = {**columns, "updated_at": now}
         if relabelled:
@@ -206,7 +207,7 @@ def parse_line(text: Line, line: int, rules: Rules) -> Entry:
     """
     try:
         fields = json.loads(text)
-    except ValueError:  # UnicodeDecodeError included
+    except (ValueError, RecursionError):  # UnicodeDecodeError included; nested too deep
         fields = None
     if not isinstance(fields, dict):
         shown = text if isinstance(text, str) else text.decode("utf-8", "replace")
@@ -217,14 +218,12 @@ def parse_line(text: Line, line: int, rules: Rules) -> Entry:
     if unknown:
         raise ValidationError("field", unknown[0], f"one of {', '.join(LINE_FIELDS)}")
     name = check_name(fields.get("name"))
-    enabled = fields.get("enabled", True)
-    if not isinstance(enabled, bool):
-        raise ValidationError("enabled", enabled, "true or false")
+    enabled = flag("enabled", fields.get("enabled", True))
     anchor = None if fields.get("anchor") is None else required_instant("anchor", fields["anchor"])
     definition, timer = build_definition(
         task=fields.get("task"),
         timer=fields.get("timer"),
-        timezone=fields.get("timezone") or rules.default_timezone,
+        timezone=rules.default_timezone if fields.get("timezone") is None else fields["timezone"],
         anchor=anchor or rules.now,
         args=fields.get("args") or [],
         kwargs=fields.get("kwargs"),
@@ -325,7 +324,7 @@ def import_schedules(
     default_timezone = bridge.default_timezone()
     known_tasks = None if allow_unknown_task else bridge.known_tasks()
     first_line: dict[str, int] = {}
-    writer = ScheduleImport(bridge.database, _READ, all_or_nothing and not dry_run)
+    writer = ScheduleImport(bridge.database, READ_COLUMNS, all_or_nothing and not dry_run)
     with writer.begun():
         for batch in _batches(lines):
             now = utcnow()
@@ -389,7 +388,9 @@ def _plan(
             created = entry.new_row(now)
             plan.creates.append({**created, "labels": entry.labels})
             shown = {**dict.fromkeys(AUDITED_COLUMNS), **created}  # what it does not set is unset
-            plan.audit.append(_audit(actor, "create", now, entry.name, None, shown, entry.labels))
+            plan.audit.append(
+                audit_entry(actor, "create", now, entry.name, None, shown, entry.labels)
+            )
             continue
         try:
             changes = entry.changes(row, now)
@@ -402,11 +403,11 @@ def _plan(
             plan.updates.append({"row_id": row["id"], **changes})
             labels: Sequence[str] = changes["labels"] if "labels" in changes else row["labels"]
             changed = {**row, **changes}
-            plan.audit.append(_audit(actor, "edit", now, entry.name, row, changed, labels))
+            plan.audit.append(audit_entry(actor, "edit", now, entry.name, row, changed, labels))
     return plan
 
 
-def _audit(
+def audit_entry(
     actor: str,
     action: str,
     now: datetime,
@@ -415,7 +416,8 @@ def _audit(
     values: RowValues,
     labels: Sequence[str],
 ) -> dict[str, Any]:
-    """The audit entry of a line that created (``row`` None) or changed a schedule."""
+    """The audit entry of a line, or another scheduler's entry, that created (``row``
+    None) or changed a schedule."""
     after = snapshot(values, labels)
     before: dict[str, Any] | None = None
     if row is not None:
@@ -474,16 +476,19 @@ def _policy_text(value: Any) -> Any:
 
 def export_schedules(bridge: Bridge) -> Iterator[str]:
     """One line per schedule, in code-point order of names."""
-    for row in rows_by_name(bridge.database, (*_COMPARED, "remaining")):
+    for row in rows_by_name(bridge.database, (*COMPARED_COLUMNS, "remaining")):
         yield export_line(row)
 
 
 __all__ = [
+    "COMPARED_COLUMNS",
     "LINE_FIELDS",
+    "READ_COLUMNS",
     "Entry",
     "ImportReport",
     "Refusal",
     "Rules",
+    "audit_entry",
     "export_fields",
     "export_line",
     "export_schedules",

@@ -276,10 +276,14 @@ class SchedulerHealth:
     revision: str | None
     head: str
     status: Status
+    #: Why this release may not run against the schema, in one line (None: it may).
+    schema_problem: str | None = None
 
     @property
     def schema_current(self) -> bool:
-        return self.revision == self.head
+        """The schema is one this release runs against: its head, or a later one whose
+        release accepts this one."""
+        return self.schema_problem is None
 
     @property
     def ok(self) -> bool:
@@ -288,11 +292,8 @@ class SchedulerHealth:
     def problems(self) -> builtins.list[str]:
         """What is wrong, one line each (empty: healthy)."""
         found = []
-        if not self.schema_current:
-            found.append(
-                f"schema at {self.revision or 'nothing'}, expected {self.head}: "
-                "run `celery -A APP bridge migrate`"
-            )
+        if self.schema_problem is not None:
+            found.append(self.schema_problem)
         if not self.status.alive:
             ticks = [self.status.age(i.last_tick) for i in self.status.instances]
             latest = f"the latest ticked {min(ticks):.1f}s ago" if ticks else "none is registered"
@@ -370,8 +371,33 @@ class IncidentRecord(_View):
 
 
 @dataclass(frozen=True)
+class Token(_View):
+    """A named token of the HTTP server, as ``bridge token ls`` shows it: never its secret,
+    which is shown once, when it is made, and kept nowhere."""
+
+    id: int
+    name: str
+    #: ``read`` or ``admin``.
+    role: str
+    created_at: datetime
+    created_by: str
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+    def state(self, now: datetime) -> str:
+        """``revoked``, ``expired`` or ``active``: whether a request carrying it is served."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "active"
+
+
+@dataclass(frozen=True)
 class AuditRecord(_View):
-    """One entry of the audit log: who changed which schedule, when, and how."""
+    """One entry of the audit log: who changed which schedule, when, and how; or who made
+    or revoked a named token (``schedule_name`` empty, the token in ``after``)."""
 
     id: int
     at: datetime

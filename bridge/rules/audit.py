@@ -1,10 +1,12 @@
 """What the audit log keeps of a change: the fields of a schedule an operator sets, before
-and after.
+and after, and what names a named token made or revoked.
 
 Only what a person or a sync decides is compared (the definition, the
 policies, whether it is enabled, its note and labels); what beat moves as
 it runs the schedule (its next run, counters, leases) is not a change of
-anyone's.
+anyone's. An entry about a named token belongs to no schedule: its
+``schedule_name`` is :data:`NO_SCHEDULE`, a name no schedule can have, so
+that no schedule's trail shows it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ AUDITED_COLUMNS = (
 )
 #: Stored as JSON text: shown decoded.
 _JSON_COLUMNS = frozenset({"args", "kwargs", "options"})
+#: The ``schedule_name`` of an entry that is about no schedule (a named token's).
+NO_SCHEDULE = ""
 
 
 def snapshot(row: Any, labels: Iterable[str]) -> dict[str, Any]:
@@ -47,6 +51,12 @@ def difference(
     """The fields that differ, as they were and as they became (both empty: no change)."""
     changed = [key for key in after if before.get(key) != after[key]]
     return {key: before.get(key) for key in changed}, {key: after[key] for key in changed}
+
+
+def token_fields(name: str, role: str, expires_at: datetime | None) -> dict[str, Any]:
+    """What the entry of a named token made or revoked says of it, as JSON values: its
+    name, its role and when it expires; never its secret, nor the secret's digest."""
+    return {"token": name, "role": role, "expires_at": _shown("expires_at", expires_at)}
 
 
 def _shown(column: str, value: Any) -> Any:

@@ -14,16 +14,19 @@ owed sooner, or when a held run may start.
 
 from __future__ import annotations
 
+import enum
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from bridge.errors import ValidationError
 from bridge.rules.kinds import SCHEDULED_TRIGGERS, RunStatus, Trigger
 from bridge.rules.policy import Catchup, Overlap, Policies, jitter_bound, jitter_offset
 from bridge.rules.timers import IntervalTimer, Timer
 from bridge.rules.values import column_of
+from bridge.rules.words import short_duration
 
 #: Catch-up ``all`` sends at most this many occurrences of one schedule per tick (beat
 #: asks for fewer when a tick holds many rows: see :func:`catchup_share`).
@@ -42,7 +45,13 @@ _TICK = timedelta(microseconds=1)
 NOTE_NO_OCCURRENCE = "finished: the timer has no further occurrence"
 NOTE_PAST_END = "finished: past its end time"
 NOTE_NO_RUNS_LEFT = "finished: no runs remaining"
-FINISHED_NOTES = frozenset({NOTE_NO_OCCURRENCE, NOTE_PAST_END, NOTE_NO_RUNS_LEFT})
+#: Imported finished from another scheduler.
+NOTE_SOURCE_RAN = "finished: a one-off the source ran or disabled"
+NOTE_SOURCE_SPENT = "finished: nothing left to fire in the source"
+#: The notes of a schedule that is done (its health ``finished``), rather than paused.
+FINISHED_NOTES = frozenset(
+    {NOTE_NO_OCCURRENCE, NOTE_PAST_END, NOTE_NO_RUNS_LEFT, NOTE_SOURCE_RAN, NOTE_SOURCE_SPENT}
+)
 
 #: The error of a run ``REVOKED`` because its message expired before a worker
 #: started it (recorded by the worker that discards it, or by beat when no
@@ -103,6 +112,8 @@ class Plan:
     missed: int = 0
     #: Why occurrences were skipped, for beat's log.
     skip_reason: str | None = None
+    #: Why occurrences were missed, in words, for beat's log and the ``missed`` incident.
+    missed_reason: str | None = None
     next_occurrence: datetime | None = None
     held: datetime | None = None
     #: The pending retry's attempt number if this plan sends it (it is then cleared).
@@ -241,6 +252,53 @@ def bounded_occurrence(state: State, occurrence: datetime | None) -> datetime | 
     return within_bounds(state.timer, state.policies, occurrence)
 
 
+# -- overlap ---------------------------------------------------------------------------
+
+#: The overlap choices of a run sent by hand or a backfill: ``buffer_one`` holds a
+#: *scheduled* occurrence, which a run sent by hand is not.
+MANUAL_OVERLAPS = (Overlap.ALLOW, Overlap.SKIP, Overlap.REPLACE)
+
+
+class Way(enum.Enum):
+    """What an overlap policy does with a new run of a schedule that has runs open."""
+
+    #: Send it: ``allow``, or nothing is open.
+    SEND = "send"
+    #: Revoke the open runs, then send it: ``replace``.
+    REPLACE = "replace"
+    #: Hold it until the open run ends: ``buffer_one``.
+    HOLD = "hold"
+    #: Do not send it: ``skip``, or ``replace`` with nothing recorded to revoke.
+    SKIP = "skip"
+
+
+def overlap_way(overlap: Overlap, live: Sequence[OpenRun], starting: bool = False) -> Way:
+    """What ``overlap`` does with a new run while the schedule's ``live`` runs are open.
+
+    One rule for beat's occurrences (:func:`decide`) and the runs sent by hand
+    (``run``, ``backfill``). ``starting`` says a run of the schedule is sent in
+    the same decision (a retry, a held run): it blocks as an open run does, but
+    has no record yet that ``replace`` could revoke.
+    """
+    if overlap is Overlap.ALLOW or not (live or starting):
+        return Way.SEND
+    if overlap is Overlap.REPLACE and live:
+        return Way.REPLACE
+    if overlap is Overlap.BUFFER_ONE:
+        return Way.HOLD
+    return Way.SKIP
+
+
+def manual_overlap(value: str | None) -> Overlap:
+    """The overlap of a run sent by hand or a backfill; ``allow`` unless told otherwise."""
+    if value is None:
+        return Overlap.ALLOW
+    mode = next((o for o in MANUAL_OVERLAPS if o.value == value), None)
+    if mode is None:
+        raise ValidationError("overlap", value, "allow, skip or replace for a manual run")
+    return mode
+
+
 # -- beat: a due row -------------------------------------------------------------------
 
 
@@ -317,11 +375,11 @@ def decide(
 
     occurrence = bounded_occurrence(state, state.next_occurrence)
     due: list[datetime] = []
-    missed = 0
+    missed, missed_reason = 0, None
     trigger = Trigger.SCHEDULED
     next_occurrence = occurrence
     if occurrence is not None and fire_time(state, occurrence) <= now:
-        due, missed, trigger, next_occurrence = _due_occurrences(
+        due, (missed, missed_reason), trigger, next_occurrence = _due_occurrences(
             state, occurrence, now, catchup_limit
         )
     if remaining is not None and len(due) > remaining:
@@ -338,21 +396,20 @@ def decide(
         owed = due[0] if busy else due[1]
         next_occurrence, waiting, due = owed, True, []
         remaining = None if remaining is None or busy else remaining - 1
-    elif due and busy:
+    elif due:
+        way = overlap_way(policies.overlap, live, starting=bool(sends))
         blocking = (
             f"previous run {live[0].id} is still {live[0].status}"
             if live
             else "a run was just started"
         )
-        if policies.overlap is Overlap.REPLACE and live:
+        if way is Way.REPLACE:
             revoke = [run.id for run in live]
-        elif policies.overlap is Overlap.BUFFER_ONE:
+        elif way is Way.HOLD:
             if held is None:
                 held, due = due[-1], due[:-1]
             skipped, reason, due = len(due), f"{blocking} and one occurrence is held", []
-        elif policies.overlap is not Overlap.ALLOW:
-            # Skip, or replace of a run sent in this same decision (a retry, a
-            # held run), which has nothing open to revoke yet.
+        elif way is Way.SKIP:
             skipped, reason, due = len(due), blocking, []
     sends.extend(Send(plan, trigger) for plan in due)
     if remaining is not None:
@@ -366,6 +423,7 @@ def decide(
         skipped=skipped,
         missed=missed,
         skip_reason=reason,
+        missed_reason=missed_reason if missed else None,
         next_occurrence=bounded_occurrence(state, next_occurrence),
         held=held,
         sent_retry=sent_retry,
@@ -505,20 +563,29 @@ def forecast(state: State, nextrun: datetime | None, now: datetime, count: int) 
     return Forecast(found[:count], end if len(found) <= count else None)
 
 
+#: Why occurrences a catch-up passes over are not run, by what passed them over.
+MISSED_BY_LATEST = "catch-up latest runs only the most recent of those due"
+MISSED_BY_NONE = "catch-up none runs none of those due while the schedule was behind"
+
+
+def missed_by_window(window: timedelta) -> str:
+    return f"they fell outside its catch-up window of {short_duration(window)}"
+
+
 def _due_occurrences(
     state: State, first: datetime, now: datetime, limit: int
-) -> tuple[list[datetime], int, Trigger, datetime | None]:
+) -> tuple[list[datetime], tuple[int, str | None], Trigger, datetime | None]:
     """The occurrences to send for a row due since ``first``, per the catch-up policy.
 
-    Returns them oldest first, with the number counted as missed, their
-    trigger and the first occurrence left for later.
+    Returns them oldest first, with the number counted as missed and why,
+    their trigger and the first occurrence left for later.
     """
     timer, policies = state.timer, state.policies
     last = now if policies.end is None else min(now, policies.end)
     if state.fixed_delay:
         # Skipped (a run is open): look again one interval later.
         assert isinstance(timer, IntervalTimer)
-        return [first], 0, Trigger.SCHEDULED, first + timer.interval
+        return [first], (0, None), Trigger.SCHEDULED, first + timer.interval
     latest = timer.latest_at_or_before(last)
     assert latest is not None and latest >= first
     behind = count_occurrences(timer, first, latest)
@@ -529,21 +596,22 @@ def _due_occurrences(
     following = timer.next_after(latest)
 
     in_window = first
-    missed = 0
+    missed: tuple[int, str | None] = (0, None)
     if policies.catchup_window is not None:
         earliest = now - policies.catchup_window
+        outside = missed_by_window(policies.catchup_window)
         if latest < earliest:
-            return [], behind, trigger, following
+            return [], (behind, outside), trigger, following
         if first < earliest:
             in_window = first_at_or_after(timer, earliest) or latest
-            missed = count_occurrences(timer, first, in_window - _TICK)
+            missed = (count_occurrences(timer, first, in_window - _TICK), outside)
 
     if behind == 1:
-        return [first], 0, trigger, following
+        return [first], (0, None), trigger, following
     if policies.catchup is Catchup.NONE:
-        return [], behind, trigger, following
+        return [], (behind, MISSED_BY_NONE), trigger, following
     if policies.catchup is Catchup.LATEST:
-        return [latest], behind - 1, trigger, following
+        return [latest], (behind - 1, MISSED_BY_LATEST), trigger, following
     batch: list[datetime] = []
     for occurrence in occurrences(timer, in_window, latest):
         if len(batch) == limit:

@@ -19,9 +19,11 @@ from bridge.rules.decisions import within_bounds
 from bridge.rules.policy import Policies
 from bridge.rules.runs import check_options
 from bridge.rules.timers import Timer, TimerSyntaxError, UnknownTimezone, load_zone, parse_timer
-from bridge.rules.values import dumps, json_value
+from bridge.rules.values import CLEAN_TEXT, clean_text, dumps, json_input, json_value, text_problem
 
 NAME_MAX = 200
+#: How a refusal says that text must be clean (see :func:`~bridge.rules.values.text_problem`).
+_CLEAN = CLEAN_TEXT.replace("text ", "", 1)
 #: The size of the ``task`` and ``timer`` columns.
 TEXT_MAX = 200
 
@@ -117,10 +119,14 @@ def check_note(value: Any, field: str = "note") -> str | None:
     if (
         not isinstance(value, str)
         or len(value) > NOTE_MAX
+        or text_problem(value) is not None
         or any(unicodedata.category(c) == "Cc" and c not in "\n\t" for c in value)
     ):
         raise ValidationError(
-            field, value, f"a text of at most {NOTE_MAX} characters, without control characters"
+            field,
+            value,
+            f"a text of at most {NOTE_MAX} characters, without control characters "
+            "or lone UTF-16 surrogates",
         )
     return value or None
 
@@ -134,18 +140,44 @@ def check_label(value: Any) -> str:
     return value
 
 
+ZONE_EXPECTED = (
+    "an IANA time zone such as 'Europe/Paris' (not localtime, Factory, or a posix/ or right/ copy)"
+)
+#: Names the zone database answers that are no zone a schedule can keep: the machine's
+#: own zone (which changes with the machine), a placeholder with no offset, and the rules
+#: file of POSIX TZ strings; compared in lower case.
+_NOT_ZONES = frozenset({"localtime", "factory", "posixrules"})
+#: The database's copies of every zone: ``posix/`` the same ones, ``right/`` counting leap
+#: seconds, which no clock the bridge reads does.
+_NOT_ZONE_DIRS = ("posix/", "right/")
+
+
 def check_timezone(zone: Any) -> str:
+    """The zone a definition names, as the database keys it: an IANA zone, not an alias of
+    the machine's zone nor one of the database's copies (the empty text is no zone either:
+    a definition that names none gets the default before it is checked)."""
+    name = stored_timezone(zone)
+    if name.lower() in _NOT_ZONES or name.lower().startswith(_NOT_ZONE_DIRS):
+        raise ValidationError("timezone", zone, ZONE_EXPECTED)
+    return name
+
+
+def stored_timezone(zone: Any) -> str:
+    """The zone of a stored row, read as any name the zone database answers: a row an
+    older release accepted (``localtime``, say) still fires; only a new definition is held
+    to :func:`check_timezone`."""
+    clean_text("timezone", zone, ZONE_EXPECTED)
     try:
         return load_zone(zone).key
     except (UnknownTimezone, TypeError):
-        raise ValidationError(
-            "timezone", zone, "an IANA time zone such as 'Europe/Paris'"
-        ) from None
+        raise ValidationError("timezone", zone, ZONE_EXPECTED) from None
 
 
 def check_timer(text: Any, zone: str, anchor: datetime) -> Timer:
-    if not isinstance(text, str) or len(text) > TEXT_MAX:
-        raise ValidationError("timer", text, f"a timer text of at most {TEXT_MAX} characters")
+    if not isinstance(text, str) or len(text) > TEXT_MAX or text_problem(text) is not None:
+        raise ValidationError(
+            "timer", text, f"a timer text of at most {TEXT_MAX} characters, {_CLEAN}"
+        )
     try:
         return _parsed(text, zone, anchor)
     except TimerSyntaxError as exc:
@@ -160,8 +192,15 @@ def _parsed(text: str, zone: str, anchor: datetime) -> Timer:
 
 def check_task(task: Any, known: Collection[str] | None) -> str:
     """``known`` is the app's registered task names, or None to accept any name."""
-    if not isinstance(task, str) or not task.strip() or len(task) > TEXT_MAX:
-        raise ValidationError("task", task, f"a Celery task name of at most {TEXT_MAX} characters")
+    if (
+        not isinstance(task, str)
+        or not task.strip()
+        or len(task) > TEXT_MAX
+        or text_problem(task) is not None
+    ):
+        raise ValidationError(
+            "task", task, f"a Celery task name of at most {TEXT_MAX} characters, {_CLEAN}"
+        )
     if known is not None and task not in known:
         raise ValidationError(
             "task",
@@ -288,14 +327,14 @@ def build_definition(
         timer=parsed.text,
         timezone=zone,
         args=dumps(
-            json_value("args", list(args) if isinstance(args, tuple) else args, list, "a JSON list")
+            json_input("args", list(args) if isinstance(args, tuple) else args, list, "a JSON list")
         ),
         kwargs=dumps(
             check_keywords(
-                json_value("kwargs", {} if kwargs is None else kwargs, dict, "a JSON object")
+                json_input("kwargs", {} if kwargs is None else kwargs, dict, "a JSON object")
             )
         ),
-        options=dumps(check_options(json_value("options", options or {}, dict, "a JSON object"))),
+        options=dumps(check_options(json_input("options", options or {}, dict, "a JSON object"))),
         policies=Policies.build(policies or {}, base),
     )
     return definition, parsed
@@ -306,7 +345,7 @@ def with_queue(options: Mapping[str, Any] | str | None, queue: Any) -> Any:
     ``add --queue q`` is ``--options '{"queue": "q"}'``."""
     if queue is None:
         return options
-    if not isinstance(queue, str) or not queue.strip():
-        raise ValidationError("queue", queue, "a queue name")
+    if not isinstance(queue, str) or not queue.strip() or text_problem(queue) is not None:
+        raise ValidationError("queue", queue, f"a queue name, {_CLEAN}")
     decoded: dict[str, Any] = json_value("options", options or {}, dict, "a JSON object")
     return {**decoded, "queue": queue}

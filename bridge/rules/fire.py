@@ -26,7 +26,7 @@ from bridge.rules.decisions import (
     first_at_or_after,
     resume,
 )
-from bridge.rules.definition import check_timer, check_timezone
+from bridge.rules.definition import check_timer, stored_timezone
 from bridge.rules.kinds import SCHEDULED_TRIGGERS, RunStatus
 from bridge.rules.policy import Catchup, Overlap, Policies
 from bridge.rules.runs import (
@@ -99,7 +99,7 @@ def state_of(row: ScheduleRow) -> State:
     A row written with ``nextrun`` only (straight into the table) waits for
     the first occurrence at or after it.
     """
-    timer = check_timer(row.timer, check_timezone(row.timezone), row.anchor)
+    timer = check_timer(row.timer, stored_timezone(row.timezone), row.anchor)
     next_occurrence = row.next_occurrence
     if next_occurrence is None and row.nextrun is not None and row.retry_at is None:
         next_occurrence = first_at_or_after(timer, row.nextrun)

@@ -6,7 +6,10 @@ that they never disagree. The states, most pressing first:
 ``broken``
     the breaker disabled it;
 ``paused``
-    someone paused it, or it finished;
+    someone paused it;
+``finished``
+    beat disabled it with nothing left to fire: a one-shot that has run, an
+    end that has passed, no runs remaining (or it was imported so);
 ``overrun``
     a run has been going longer than its ``max_runtime``;
 ``late``
@@ -37,6 +40,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from bridge.rules.decisions import FINISHED_NOTES
 from bridge.rules.kinds import NON_FINAL_STATUSES as NON_FINAL
 from bridge.rules.kinds import RunStatus
 from bridge.rules.values import column_of
@@ -46,6 +50,7 @@ from bridge.rules.words import short_duration
 class Health(enum.StrEnum):
     BROKEN = "broken"
     PAUSED = "paused"
+    FINISHED = "finished"
     OVERRUN = "overrun"
     LATE = "late"
     FAILING = "failing"
@@ -147,6 +152,8 @@ def health_of(watched: Watched, now: datetime) -> State:
     if watched.broken:
         return State(Health.BROKEN, None, watched.note or "the breaker disabled it")
     if not watched.enabled:
+        if watched.note is not None and watched.note in FINISHED_NOTES:
+            return State(Health.FINISHED, None, watched.note.removeprefix("finished: "))
         return State(Health.PAUSED, None, watched.note or "paused")
     overrun = _overrun(watched, now)
     if overrun is not None:

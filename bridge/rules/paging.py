@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from bridge.errors import ValidationError
+from bridge.rules.values import text_problem
 
 T = TypeVar("T")
 
@@ -63,4 +64,8 @@ def _typed(value: Any, kind: type) -> Any:
         return moment
     if not isinstance(value, kind) or isinstance(value, bool):
         raise TypeError(value)
+    if isinstance(value, str) and text_problem(value) is not None:
+        raise ValueError(value)  # no row holds it, and the database would refuse the query
+    if isinstance(value, int) and not -(2**63) <= value < 2**63:
+        raise ValueError(value)  # no key column holds it
     return value

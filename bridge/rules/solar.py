@@ -22,7 +22,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from bridge.rules.timers import Timer, TimerSyntaxError, require_aware
+from bridge.rules.timer_base import Timer, TimerSyntaxError, require_aware
 
 #: Each event: the horizon ephem is given, the search it runs, and whether the
 #: centre of the sun (rather than its upper edge) must cross that horizon.

@@ -26,7 +26,6 @@ skipped one.
 from __future__ import annotations
 
 import re
-from abc import ABC, abstractmethod
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -35,6 +34,8 @@ from typing import NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from bridge.errors import BridgeError
+from bridge.rules.solar import parse_solar
+from bridge.rules.timer_base import Timer, TimerSyntaxError, require_aware
 
 __all__ = [
     "CeleryCronTimer",
@@ -53,11 +54,6 @@ __all__ = [
     "upcoming",
 ]
 
-TIMER_EXPECTED = (
-    "a 5-field cron expression, '@hourly'..'@yearly', "
-    "'every <n><s|m|h|d>...' (optionally followed by 'after completion') "
-    "or 'at <ISO-8601 time>'"
-)
 DURATION_EXPECTED = (
     "a duration such as '30s', '5m', '2h', '1d' or '1h30m': whole numbers with the units "
     "d, h, m, s in that order, each at most once, adding up to more than zero"
@@ -71,16 +67,6 @@ _DAY = timedelta(days=1)
 # The Gregorian calendar repeats every 400 years: a day that a cron expression
 # does not match within one cycle it never matches.
 _CALENDAR_CYCLE = timedelta(days=146_097)
-
-
-class TimerSyntaxError(BridgeError, ValueError):
-    """A timer text could not be read; ``expected`` says what would have been."""
-
-    def __init__(self, text: str, problem: str, expected: str = TIMER_EXPECTED) -> None:
-        self.text = text
-        self.problem = problem
-        self.expected = expected
-        super().__init__(f"{problem} in {text!r}; expected {expected}")
 
 
 class UnknownTimezone(BridgeError, ValueError):
@@ -112,7 +98,10 @@ def load_zone(name: str) -> ZoneInfo:
 
 # ----------------------------------------------------------------------- durations
 
-_DURATION = re.compile(r"(?:([0-9]+)d)?(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?")
+#: At most 15 digits a unit: more is past any bound, and past 4,300 ``int()`` refuses to read it.
+_DURATION = re.compile(
+    r"(?:([0-9]{1,15})d)?(?:([0-9]{1,15})h)?(?:([0-9]{1,15})m)?(?:([0-9]{1,15})s)?"
+)
 _UNITS = (("d", 86_400), ("h", 3_600), ("m", 60), ("s", 1))
 
 
@@ -150,17 +139,6 @@ def format_duration(delta: timedelta) -> str:
 
 
 # ---------------------------------------------------------------------- wall clock
-
-
-def _require_aware(name: str, moment: datetime) -> datetime:
-    """Refuse naive datetimes: which instant they mean would be a guess."""
-    if moment.utcoffset() is None:
-        raise ValueError(f"{name} must be timezone-aware, got {moment!r}")
-    return moment
-
-
-#: The public name of the check, for the timers defined in other modules (solar).
-require_aware = _require_aware
 
 
 def _wall_instants(zone: ZoneInfo, wall: datetime) -> tuple[datetime, ...]:
@@ -217,39 +195,6 @@ def _repeat_length(local: datetime) -> timedelta:
 # -------------------------------------------------------------------------- timers
 
 
-class Timer(ABC):
-    """When a schedule's occurrences are; build one with :func:`parse_timer`.
-
-    ``text`` is the normalised timer text (what should be stored) and
-    ``zone`` the IANA zone it is read in.
-    """
-
-    text: str
-    zone: ZoneInfo
-
-    @property
-    def is_one_shot(self) -> bool:
-        """Whether the timer has a single occurrence."""
-        return False
-
-    @property
-    def fixed_delay(self) -> bool:
-        """Whether each occurrence counts from the end of the previous run."""
-        return False
-
-    @abstractmethod
-    def next_after(self, after: datetime) -> datetime | None:
-        """The first occurrence strictly after ``after``, or None if there is none."""
-
-    @abstractmethod
-    def latest_at_or_before(self, at: datetime) -> datetime | None:
-        """The most recent occurrence at or before ``at``, or None if there is none.
-
-        Takes the same time however far ``at`` lies from the occurrences, so
-        that catching up after a long downtime costs nothing extra.
-        """
-
-
 @dataclass(frozen=True)
 class IntervalTimer(Timer):
     """``every <duration>``: the instants ``anchor + k * interval`` for every integer k.
@@ -278,11 +223,11 @@ class IntervalTimer(Timer):
     # accumulate rounding, whatever the distance from the anchor.
 
     def next_after(self, after: datetime) -> datetime | None:
-        steps = (_require_aware("after", after) - self.anchor) // self.interval + 1
+        steps = (require_aware("after", after) - self.anchor) // self.interval + 1
         return self._occurrence(steps)
 
     def latest_at_or_before(self, at: datetime) -> datetime | None:
-        steps = (_require_aware("at", at) - self.anchor) // self.interval
+        steps = (require_aware("at", at) - self.anchor) // self.interval
         return self._occurrence(steps)
 
     def _occurrence(self, steps: int) -> datetime | None:
@@ -305,10 +250,10 @@ class OneShotTimer(Timer):
         return True
 
     def next_after(self, after: datetime) -> datetime | None:
-        return self.when if self.when > _require_aware("after", after) else None
+        return self.when if self.when > require_aware("after", after) else None
 
     def latest_at_or_before(self, at: datetime) -> datetime | None:
-        return self.when if self.when <= _require_aware("at", at) else None
+        return self.when if self.when <= require_aware("at", at) else None
 
 
 @dataclass(frozen=True)
@@ -424,7 +369,7 @@ class CronTimer(Timer):
     fields: CronFields
 
     def next_after(self, after: datetime) -> datetime | None:
-        local = _require_aware("after", after).astimezone(self.zone)
+        local = require_aware("after", after).astimezone(self.zone)
         wall = local.replace(tzinfo=None)
         # In the first pass of a repeated interval the second pass, whose wall
         # times lie up to `reach` before ours, is still to come.
@@ -441,7 +386,7 @@ class CronTimer(Timer):
         return best
 
     def latest_at_or_before(self, at: datetime) -> datetime | None:
-        local = _require_aware("at", at).astimezone(self.zone)
+        local = require_aware("at", at).astimezone(self.zone)
         wall = local.replace(tzinfo=None)
         # In the second pass of a repeated interval the first pass, whose wall
         # times lie up to `reach` after ours, is already over.
@@ -483,7 +428,7 @@ class CeleryCronTimer(Timer):
     fields: CronFields
 
     def next_after(self, after: datetime) -> datetime | None:
-        local = _require_aware("after", after).astimezone(self.zone)
+        local = require_aware("after", after).astimezone(self.zone)
         candidate = self.fields.first_after(local.replace(tzinfo=None))
         while candidate is not None:
             instant = candidate.replace(tzinfo=self.zone, fold=local.fold).astimezone(UTC)
@@ -493,7 +438,7 @@ class CeleryCronTimer(Timer):
         return None
 
     def latest_at_or_before(self, at: datetime) -> datetime | None:
-        local = _require_aware("at", at).astimezone(self.zone)
+        local = require_aware("at", at).astimezone(self.zone)
         candidate = self.fields.last_at_or_before(local.replace(tzinfo=None))
         while candidate is not None:
             instant = candidate.replace(tzinfo=self.zone, fold=local.fold).astimezone(UTC)
@@ -534,8 +479,6 @@ def parse_timer(text: str, zone: str | ZoneInfo = "UTC", anchor: datetime | None
     if keyword == "celery":
         return _parse_celery_cron(text, argument, tz)
     if keyword == "solar":
-        from bridge.rules.solar import parse_solar
-
         return parse_solar(text, argument, tz)
     return _parse_one_shot(text, argument, tz)
 
@@ -560,7 +503,7 @@ def _parse_interval(
         text=f"every {format_duration(interval)}{suffix}",
         zone=zone,
         interval=interval,
-        anchor=_require_aware("anchor", anchor).astimezone(UTC),
+        anchor=require_aware("anchor", anchor).astimezone(UTC),
         after_completion=fixed_delay is not None,
     )
 

@@ -1,5 +1,6 @@
 """When beat's background work may take a turn: pruning in the quiet between two ticks,
-and the watchdog's judging no more than a share of a core.
+the watchdog's judging no more than a share of a core, and the sweeps of open runs
+after a burst rather than during it.
 
 A prune transaction beside a fire takes the process's CPU and the
 database's from it. Beat knows how long it will sleep before its next tick,
@@ -51,3 +52,10 @@ def pause_after(interval: float, took: float, share: float) -> float:
     """How long to wait after a pass that took ``took`` seconds (of CPU): ``interval``, or
     longer, so that passes take at most ``share`` of the time."""
     return max(interval, took * (1.0 - share) / share)
+
+
+def put_off(busy_since: float | None, at: float, at_most: float) -> bool:
+    """Whether work that may wait is put off at ``at``, beat having claimed full batches
+    since ``busy_since`` (None: its last claim was not full): for ``at_most`` seconds of a
+    burst or a backlog, then no longer, so that a backlog of hours does not starve it."""
+    return busy_since is not None and at - busy_since < at_most

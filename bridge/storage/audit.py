@@ -1,4 +1,5 @@
-"""The audit log: every change to a schedule, written in the transaction that makes it.
+"""The audit log: every change to a schedule, and every named token made or revoked,
+written in the transaction that makes it.
 
 Who made it (an ``actor`` text the caller gives: ``cli:alice@host``,
 ``http:admin@10.0.0.7``, ``beat_schedule sync``), the action, and the

@@ -36,7 +36,7 @@ from bridge.storage.lifecycle import CLAIMED_READ, PLAN_COLUMNS, apply_plan
 from bridge.storage.models import PeriodicTask, TaskExecution
 from bridge.storage.presence import claimable
 from bridge.storage.runs import Sent
-from bridge.storage.sql import among, is_postgres, unnested
+from bridge.storage.sql import among, changed_rows, is_mysql, is_postgres, unnested
 
 __all__ = [
     "Advance",
@@ -219,13 +219,22 @@ class BeatStore:
             .limit(limit)
             .with_for_update(skip_locked=True)
         )
-        statement = (
-            update(_TABLE)
-            .where(_TABLE.c.id.in_(candidates.scalar_subquery()))
-            .values(worker=instance, marked=now)
-            .returning(*_TABLE.c)
-        )
-        rows = _values(session, statement)
+        if is_mysql(session):
+            # MySQL neither updates a table by a subquery of it nor returns the rows.
+            chosen = session.scalars(candidates).all()
+            claim = (
+                update(_TABLE).where(_TABLE.c.id.in_(chosen)).values(worker=instance, marked=now)
+            )
+            found = changed_rows(session, claim, _TABLE.c.id, *_TABLE.c)
+            rows = [Row(**row._asdict()) for row in found]
+        else:
+            statement = (
+                update(_TABLE)
+                .where(_TABLE.c.id.in_(candidates.scalar_subquery()))
+                .values(worker=instance, marked=now)
+                .returning(*_TABLE.c)
+            )
+            rows = _values(session, statement)
         return sorted(rows, key=lambda row: (row.nextrun or now, row.id))
 
     def open_runs_of(self, schedule_ids: Sequence[int]) -> dict[int, list[OpenRun]]:
@@ -364,18 +373,18 @@ class BeatStore:
         A row another instance has taken over is not renewed and not returned.
         """
         with self.database.session() as session:
-            return set(
-                session.scalars(
-                    update(PeriodicTask)
-                    .where(
-                        among(session, PeriodicTask.id, schedule_ids),
-                        PeriodicTask.worker == instance,
-                    )
-                    .values(marked=now)
-                    .returning(PeriodicTask.id)
-                    .execution_options(synchronize_session=False)
+            renewed = changed_rows(
+                session,
+                update(PeriodicTask)
+                .where(
+                    among(session, PeriodicTask.id, schedule_ids),
+                    PeriodicTask.worker == instance,
                 )
+                .values(marked=now),
+                PeriodicTask.id,
+                PeriodicTask.id,
             )
+            return {schedule_id for (schedule_id,) in renewed}
 
     def reread(
         self, schedule_ids: Sequence[int], instance: str, marked: datetime

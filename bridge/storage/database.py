@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -18,7 +19,17 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, inspect
+from sqlalchemy import (
+    Connection,
+    Engine,
+    String,
+    column,
+    create_engine,
+    event,
+    inspect,
+    select,
+    table,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
     ArgumentError,
@@ -31,6 +42,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from bridge.errors import BridgeError, ValidationError
 from bridge.extras import MissingExtra, scheme_of
+from bridge.rules.releases import Fit, Schema
+from bridge.rules.servers import mysql_refusal
+from bridge.storage.models import SchemaRelease
+from bridge.version import __version__
 
 if TYPE_CHECKING:
     import psycopg
@@ -39,16 +54,22 @@ logger = logging.getLogger("bridge.database")
 
 #: Any number works; it only has to be the same in every process that migrates.
 _MIGRATE_LOCK_KEY = 0x62726964  # "brid"
+#: How long a migrate on MySQL waits for another to finish, in seconds.
+_MIGRATE_LOCK_WAIT = 600
 
 
-class SchemaMissing(BridgeError):
-    """The database has not been migrated to the bridge's schema."""
+class UnsupportedServer(BridgeError):
+    """A MySQL or MariaDB server older than the schema and statements need; the message names
+    the version found and those supported."""
 
-    def __init__(self, url: str) -> None:
-        super().__init__(
-            f"database {url}: the bridge tables are missing or out of date; "
-            "run `celery -A APP bridge migrate`"
-        )
+
+class SchemaMismatch(BridgeError):
+    """The store's schema is not one this release may run against: behind it, ahead of it,
+    or not there at all (``fit``). The message names both revisions and what to run."""
+
+    def __init__(self, problem: str, fit: Fit) -> None:
+        super().__init__(problem)
+        self.fit = fit
 
 
 def _prepare_sqlite(engine: Engine) -> None:
@@ -83,31 +104,66 @@ def _prepare_sqlite(engine: Engine) -> None:
 
 #: What ``bridge_database_url`` may be, in a refusal.
 _URL_FORMS = (
-    "a SQLAlchemy URL of SQLite ('sqlite:///path/bridge.db') or PostgreSQL "
-    "('postgresql+psycopg://user:password@host:5432/dbname')"
+    "a SQLAlchemy URL of SQLite ('sqlite:///path/bridge.db'), PostgreSQL "
+    "('postgresql+psycopg://user:password@host:5432/dbname') or MySQL/MariaDB "
+    "('mysql+pymysql://user:password@host:3306/dbname')"
 )
+#: The schemes given for a driver the extras install: psycopg 3, PyMySQL.
+_DRIVER_OF_SCHEME = {
+    "postgresql": "postgresql+psycopg",
+    "postgres": "postgresql+psycopg",
+    "mysql": "mysql+pymysql",
+    "mariadb": "mysql+pymysql",
+    "mariadb+pymysql": "mysql+pymysql",
+}
 
 
 def checked_url(url: str) -> str:
-    """``url`` as the bridge connects with it: SQLite, or PostgreSQL through psycopg 3.
+    """``url`` as the bridge connects with it: SQLite, PostgreSQL through psycopg 3, or MySQL
+    and MariaDB through PyMySQL.
 
     ``postgresql://`` and ``postgres://`` mean psycopg 3, the one PostgreSQL
     driver the ``postgres`` extra installs (SQLAlchemy alone would pick
-    psycopg2). Anything else is refused naming the setting; a password in
-    the URL is never repeated.
+    psycopg2); ``mysql://`` and ``mariadb://`` mean PyMySQL, the one the
+    ``mysql`` extra installs, through SQLAlchemy's ``mysql`` dialect, which
+    tells MariaDB apart as it connects. Anything else is refused naming the
+    setting; a password in the URL is never repeated.
     """
     scheme, _, rest = url.partition("://")
-    if scheme.lower() in {"postgresql", "postgres"}:
-        url = f"postgresql+psycopg://{rest}"
+    if scheme.lower() in _DRIVER_OF_SCHEME:
+        url = f"{_DRIVER_OF_SCHEME[scheme.lower()]}://{rest}"
     try:
         parsed = make_url(url)
     except ArgumentError:
         shown = url if "@" not in url else f"{scheme}://<hidden>"
         raise ValidationError("bridge_database_url", shown, _URL_FORMS) from None
     shown = parsed.render_as_string(hide_password=True)
-    if parsed.drivername not in {"sqlite", "sqlite+pysqlite", "postgresql+psycopg"}:
+    if parsed.drivername not in {
+        "sqlite",
+        "sqlite+pysqlite",
+        "postgresql+psycopg",
+        "mysql+pymysql",
+    }:
         raise ValidationError("bridge_database_url", shown, _URL_FORMS)
     return url
+
+
+#: Alembic's record of the schema's revision.
+_ALEMBIC_VERSION = table("alembic_version", column("version_num", String()))
+#: A revision's file name: the revision's id, then what it does (``0012_schema_release.py``).
+_REVISION_FILE = re.compile(r"(\d{4})_\w+\.py")
+
+
+def shipped_revisions() -> tuple[str, ...]:
+    """The revisions this release ships, oldest first, read from their file names.
+
+    Each revision's id is the number its file name starts with, and each revises
+    the one before (``tests/integration/test_migrations.py`` holds the scripts to
+    it), so the last is the head Alembic would find, without importing Alembic.
+    """
+    folder = Path(migrations_location()) / "versions"
+    names = (_REVISION_FILE.fullmatch(path.name) for path in folder.iterdir())
+    return tuple(sorted(found.group(1) for found in names if found))
 
 
 def migrations_location() -> str:
@@ -172,12 +228,22 @@ class Database:
         self._sessions: sessionmaker[Session] | None = None
 
     @property
+    def dialect(self) -> str:
+        """``sqlite``, ``postgresql`` or ``mysql`` (MySQL and MariaDB)."""
+        return make_url(self.url).get_backend_name()
+
+    @property
     def is_sqlite(self) -> bool:
         return make_url(self.url).get_backend_name() == "sqlite"
 
     @property
     def is_postgres(self) -> bool:
         return make_url(self.url).get_backend_name() == "postgresql"
+
+    @property
+    def is_mysql(self) -> bool:
+        """MySQL or MariaDB: one dialect, the server told apart as it connects."""
+        return make_url(self.url).get_backend_name() == "mysql"
 
     @property
     def engine(self) -> Engine:
@@ -203,15 +269,18 @@ class Database:
             engine = create_engine(self.url, connect_args={"timeout": 30})
             _prepare_sqlite(engine)
             return engine
-        connect_args = {"connect_timeout": 5} if "postgresql" in self.url.split(":", 1)[0] else {}
         # Connections open only as they are needed; the pool keeps those an HTTP
         # server's threads use at once, rather than closing and reopening them.
+        # MySQL's transactions read a snapshot taken at their first read by default:
+        # the statements are written for PostgreSQL's, each reading what is committed.
+        isolation = {"isolation_level": "READ COMMITTED"} if self.is_mysql else {}
         return create_engine(
             self.url,
             pool_pre_ping=self.pre_ping,
             pool_size=10,
             max_overflow=10,
-            connect_args=connect_args,
+            connect_args={"connect_timeout": 5},
+            **isolation,
         )
 
     @contextmanager
@@ -257,40 +326,103 @@ class Database:
         config.set_main_option("sqlalchemy.url", self.url.replace("%", "%%"))
         return config
 
-    def migrate(self, revision: str = "head") -> None:
-        """Upgrade the schema to ``revision``; safe to run again and concurrently.
+    def migrate(self, revision: str = "head") -> tuple[str | None, str | None]:
+        """Upgrade the schema to ``revision``; safe to run again and concurrently. Returns
+        the revision the database was at (None: never migrated) and the one it is at now.
 
-        Concurrent migrators queue on a lock (a PostgreSQL advisory lock, or
-        SQLite's write lock) and each then finds the work already done.
+        Concurrent migrators queue on a lock (a PostgreSQL advisory lock, a
+        MySQL named lock, or SQLite's write lock) and each then finds the work
+        already done; the
+        revision before is read under that lock, so each reports what it did.
+
+        A schema a later release migrated is left as it is: unchanged when that
+        release accepts this one beside it, refused (:class:`SchemaMismatch`) when
+        it does not.
         """
         from alembic import command
+        from alembic.runtime.migration import MigrationContext
 
         config = self._alembic_config()
-        with self.engine.connect() as connection, connection.begin():
-            if connection.dialect.name == "postgresql":
-                connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATE_LOCK_KEY})")
+        with (
+            self.engine.connect() as connection,
+            connection.begin(),
+            self._migrating_alone(connection),
+        ):
+            schema = self._schema_on(connection)
+            if schema.revision is not None and schema.revision not in schema.known:
+                problem = schema.refusal(__version__, shown_url(self.url))
+                if problem is not None:
+                    raise SchemaMismatch(problem, schema.fit(__version__))
+                return schema.revision, schema.revision
             config.attributes["connection"] = connection
             command.upgrade(config, revision)
+            return schema.revision, MigrationContext.configure(connection).get_current_revision()
 
-    def revisions(self) -> tuple[str | None, str]:
-        """The schema revision the database is at (None: never migrated), and the latest one
-        this version of the bridge ships."""
-        from alembic.runtime.migration import MigrationContext
-        from alembic.script import ScriptDirectory
+    @contextmanager
+    def _migrating_alone(self, connection: Connection) -> Iterator[None]:
+        """Hold the migration lock of the store for the block, inside its transaction.
 
-        head = ScriptDirectory.from_config(self._alembic_config()).get_current_head()
-        assert head is not None
+        PostgreSQL's advisory lock ends with the transaction. MySQL has no
+        transactional DDL and no transaction-scoped lock: a named lock of the
+        session (one name per database: the names are the server's) is taken
+        and released around the block, and dies with the session if the
+        process does. A MySQL or MariaDB server older than the schema needs is
+        refused first (:class:`UnsupportedServer`). SQLite's write lock,
+        taken as the transaction begins, serialises migrators by itself.
+        """
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATE_LOCK_KEY})")
+        if connection.dialect.name != "mysql":
+            yield
+            return
+        version = str(connection.exec_driver_sql("SELECT VERSION()").scalar())
+        refusal = mysql_refusal(version)
+        if refusal is not None:
+            raise UnsupportedServer(f"bridge_database_url ({shown_url(self.url)}): {refusal}")
+        lock = "CONCAT('bridge_migrate_', MD5(DATABASE()))"
+        taken = connection.exec_driver_sql(
+            f"SELECT GET_LOCK({lock}, {_MIGRATE_LOCK_WAIT})"
+        ).scalar()
+        if taken != 1:
+            raise BridgeError(
+                f"bridge_database_url ({shown_url(self.url)}): another migrate held the"
+                f" migration lock for {_MIGRATE_LOCK_WAIT} s; run migrate again once it is done"
+            )
+        try:
+            yield
+        finally:
+            with contextlib.suppress(DBAPIError):  # a lost session took its lock with it
+                connection.exec_driver_sql(f"DO RELEASE_LOCK({lock})")
+
+    def schema(self) -> Schema:
+        """The database's revision and recorded oldest release, beside the revisions this
+        release ships: what :class:`~bridge.rules.releases.Schema` judges."""
         with self.engine.connect() as connection:
-            return MigrationContext.configure(connection).get_current_revision(), head
+            return self._schema_on(connection)
+
+    def _schema_on(self, connection: Connection) -> Schema:
+        # Read without Alembic, whose import alone costs a command a few tenths of a second.
+        known = shipped_revisions()
+        tables = inspect(connection)
+        revision = oldest = None
+        if tables.has_table("alembic_version"):
+            revision = connection.execute(select(_ALEMBIC_VERSION.c.version_num)).scalar()
+        if revision is not None and tables.has_table("schema_release"):
+            oldest = connection.execute(select(SchemaRelease.oldest_release)).scalar()
+        return Schema(revision, known[-1], frozenset(known), oldest)
 
     def is_migrated(self) -> bool:
-        """Whether the bridge's tables exist (cheap enough for a startup check)."""
+        """Whether the bridge's tables exist, whatever their revision."""
         tables = set(inspect(self.engine).get_table_names())
         return {"periodic_task", "task_execution"} <= tables
 
-    def require_schema(self) -> None:
-        if not self.is_migrated():
-            raise SchemaMissing(shown_url(self.url))
+    def require_schema(self, release: str) -> None:
+        """Raise :class:`SchemaMismatch` unless a process of ``release`` may run against the
+        store's schema."""
+        schema = self.schema()
+        problem = schema.refusal(release, shown_url(self.url))
+        if problem is not None:
+            raise SchemaMismatch(problem, schema.fit(release))
 
 
 _databases: dict[str, Database] = {}

@@ -23,7 +23,8 @@ from bridge.rules.health import HELD_BY_WORKER, Health, OpenRunView, worst
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.storage.database import Database
 from bridge.storage.models import BeatInstance, Incident, PeriodicTask, TaskExecution
-from bridge.storage.sql import among, before, is_postgres
+from bridge.storage.schedules import finished_rows
+from bridge.storage.sql import among, before, dialect_of
 
 #: How far back the health looks at runs that ended: expired ones, the latest start.
 RECENT = timedelta(days=1)
@@ -43,8 +44,21 @@ WATCHED_COLUMNS = (
     "on_overrun",
     "silenced_until",
 )
-#: The PostgreSQL advisory lock that lets one watchdog judge at a time.
+#: The lock of the session that lets one watchdog judge at a time: PostgreSQL's advisory
+#: lock of this key, MySQL's named lock of the key and the database (the names are
+#: the server's), each taken without waiting.
 _JUDGE_LOCK = 0x62726A64  # "brjd"
+_MYSQL_JUDGE_LOCK = "CONCAT('bridge_judge_', :key, '_', MD5(DATABASE()))"
+_JUDGE_LOCKS = {
+    "postgresql": (
+        text("SELECT pg_try_advisory_lock(:key)"),
+        text("SELECT pg_advisory_unlock(:key)"),
+    ),
+    "mysql": (
+        text(f"SELECT GET_LOCK({_MYSQL_JUDGE_LOCK}, 0)"),
+        text(f"DO RELEASE_LOCK({_MYSQL_JUDGE_LOCK})"),
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -120,11 +134,17 @@ class HealthStore:
         table, run = PeriodicTask, TaskExecution
         waiting_since = func.min(func.coalesce(run.started_at, run.queued_at, run.plan_time))
         with self.database.session() as session:
-            postgres = is_postgres(session)
+            dialect = dialect_of(session)
             grace = func.coalesce(table.grace, default_grace)
             sources = (
+                # ``nextrun < now`` first: the due index finds the few rows due at all,
+                # where the grace of each row alone would read the whole table.
                 select(table.id)
-                .where(table.enabled, before(table.nextrun, now, grace, postgres=postgres))
+                .where(
+                    table.enabled,
+                    table.nextrun < now,
+                    before(table.nextrun, now, grace, dialect=dialect),
+                )
                 .order_by(table.nextrun)
                 .limit(limit),
                 select(run.periodic_task_id)
@@ -155,26 +175,22 @@ class HealthStore:
 
     @contextmanager
     def judging(self) -> Iterator[bool]:
-        """Whether this watchdog is the one judging now: on PostgreSQL one holds an
-        advisory lock while the others skip their pass, so that two never open or
-        close the same incident from views taken a moment apart. SQLite has one beat."""
-        if not self.database.is_postgres:
+        """Whether this watchdog is the one judging now: on PostgreSQL (an advisory lock)
+        and MySQL (a named lock of the database) one holds a lock of the session while
+        the others skip their pass, so that two never open or close the same incident
+        from views taken a moment apart. SQLite has one beat."""
+        if self.database.dialect not in _JUDGE_LOCKS:
             yield True
             return
+        take, release = _JUDGE_LOCKS[self.database.dialect]
         with self.database.engine.connect() as connection:
-            held = bool(
-                connection.execute(
-                    text("SELECT pg_try_advisory_lock(:key)"), {"key": _JUDGE_LOCK}
-                ).scalar()
-            )
+            held = bool(connection.execute(take, {"key": _JUDGE_LOCK}).scalar())
             connection.commit()
             try:
                 yield held
             finally:
                 if held:
-                    connection.execute(
-                        text("SELECT pg_advisory_unlock(:key)"), {"key": _JUDGE_LOCK}
-                    )
+                    connection.execute(release, {"key": _JUDGE_LOCK})
                     connection.commit()
 
     def last_tick(self) -> datetime | None:
@@ -184,7 +200,7 @@ class HealthStore:
 
     def counts(self, now: datetime, default_grace: float) -> dict[str, int]:
         """How many schedules are in each health state: one pass over ``periodic_task`` by
-        the state its columns give (broken, paused, late by its own grace, failing, new,
+        the state its columns give (broken, finished, paused, late by its own grace, failing, new,
         ok), then the few schedules whose runs or open incidents say more moved to the
         state the health rule gives them (an overrun or late run beats failing, which
         beats running)."""
@@ -196,10 +212,11 @@ class HealthStore:
                 table.nextrun,
                 now,
                 func.coalesce(table.grace, default_grace),
-                postgres=is_postgres(session),
+                dialect=dialect_of(session),
             )
             category = case(
                 (table.broken.is_(True), "broken"),
+                (finished_rows(), "finished"),
                 (table.enabled.is_(False), "paused"),
                 (late, "late"),
                 (table.failure_streak > 0, "failing"),

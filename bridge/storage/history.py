@@ -3,7 +3,8 @@ of a schedule's runs over a window.
 
 Pages are read newest first along an index (``plan_time, id`` across
 schedules; the occurrence key within one), so the thousandth page costs
-what the first does, with ten million records in the table.
+what the first does, with ten million records in the table. The attempts
+of one occurrence share its plan time: the latest comes first.
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from bridge.storage.database import Database
 from bridge.storage.models import PeriodicTask, ScheduleTally, TaskExecution
 from bridge.storage.sql import is_postgres, unnested
 from bridge.storage.tally import COUNTS, hour_of
+
+#: The kinds of the sort key of a page of runs: plan time, attempt, id.
+PAGE_KEY: tuple[type, ...] = (datetime, int, str)
 
 
 @dataclass(frozen=True)
@@ -75,22 +79,44 @@ class HistoryStore:
     def page(
         self, where: RunFilter, after: Sequence[Any] | None, limit: int
     ) -> list[tuple[TaskExecution, str | None]]:
-        """Up to ``limit`` runs matching ``where``, newest occurrence first, each with its
-        schedule's name; after the key (plan time, id) ``after`` of the previous page."""
+        """Up to ``limit`` runs matching ``where``, newest occurrence first and, within an
+        occurrence, its latest attempt first (a retry above the attempt it replaced), each
+        with its schedule's name; after the key :data:`PAGE_KEY` ``after`` of the previous
+        page. Every listing of runs, in every surface, is read here."""
+        run = TaskExecution
         statement = (
-            select(TaskExecution, PeriodicTask.name)
-            .outerjoin(PeriodicTask, PeriodicTask.id == TaskExecution.periodic_task_id)
+            select(run, PeriodicTask.name)
+            .outerjoin(PeriodicTask, PeriodicTask.id == run.periodic_task_id)
             .where(*where.criteria())
         )
         if after is not None:
+            # The plan time alone bounds the index scan; the whole key picks the row after.
             statement = statement.where(
-                tuple_(TaskExecution.plan_time, TaskExecution.id) < tuple_(*after)
+                run.plan_time <= after[0],
+                tuple_(run.plan_time, run.attempt, run.id) < tuple_(*after),
             )
         statement = statement.order_by(
-            TaskExecution.plan_time.desc(), TaskExecution.id.desc()
+            run.plan_time.desc(), run.attempt.desc(), run.id.desc()
         ).limit(limit)
         with self.database.session() as session:
             return [(run, name) for run, name in session.execute(statement).all()]
+
+    def latest_attempts(
+        self, schedule_id: int, plan_times: Sequence[datetime]
+    ) -> dict[datetime, int]:
+        """The number of the latest attempt recorded of each of the schedule's occurrences
+        ``plan_times``, along the occurrence key."""
+        if not plan_times:
+            return {}
+        run = TaskExecution
+        statement = (
+            select(run.plan_time, func.max(run.attempt))
+            .where(run.periodic_task_id == schedule_id, run.plan_time.in_(set(plan_times)))
+            .group_by(run.plan_time)
+        )
+        with self.database.session() as session:
+            found = session.execute(statement).all()
+        return {plan_time: attempt for plan_time, attempt in found if plan_time is not None}
 
     def get(self, run_id: str) -> tuple[TaskExecution, str | None]:
         """The run ``run_id`` and its schedule's name; :class:`RunNotFound` if none."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
-from sqlalchemy import delete, or_, select, update
+from sqlalchemy import delete, func, or_, select, update
 
 from bridge.rules.decisions import EXPIRED
 from bridge.rules.kinds import NON_FINAL_STATUSES, SCHEDULED_TRIGGERS, RunStatus
@@ -20,7 +20,7 @@ from bridge.storage import runs
 from bridge.storage.database import Database
 from bridge.storage.lifecycle import settle_runs
 from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution, WorkerInstance
-from bridge.storage.sql import among, insert_or_skip
+from bridge.storage.sql import among, changed_rows, upsert
 
 #: Statuses of a run whose fate hangs on one worker's life. A run only
 #: RECEIVED is still unacknowledged in the broker, which hands it to another
@@ -158,16 +158,18 @@ class Housekeeping:
             ).all()
             if not candidates:
                 return []
-            expired = session.execute(
+            expired = changed_rows(
+                session,
                 update(TaskExecution)
                 .where(
                     among(session, TaskExecution.id, candidates),
                     TaskExecution.status == RunStatus.SENT,
                 )
-                .values(status=RunStatus.REVOKED, finished_at=now, updated_at=now, error=EXPIRED)
-                .returning(TaskExecution.id, TaskExecution.periodic_task_id)
-                .execution_options(synchronize_session=False)
-            ).all()
+                .values(status=RunStatus.REVOKED, finished_at=now, updated_at=now, error=EXPIRED),
+                TaskExecution.id,
+                TaskExecution.id,
+                TaskExecution.periodic_task_id,
+            )
             if not expired:
                 return []
             settle_runs(session, [run_id for run_id, _ in expired], now)
@@ -200,19 +202,28 @@ class Housekeeping:
             "started_at": started_at,
             "last_tick": now,
             "sent": sent,
+            "stopped_at": None,
         }
         with self.database.session() as session:
-            statement = insert_or_skip(session, BeatInstance).values(row)
+            ticked = {"last_tick": now, "sent": sent, "stopped_at": None}
+            session.execute(upsert(session, BeatInstance, row, ["id"], lambda _: ticked))
+
+    def stopped(self, instance: str, now: datetime) -> None:
+        """Mark ``instance`` stopped: it no longer ticks, and its row keeps its last tick."""
+        with self.database.session() as session:
             session.execute(
-                statement.on_conflict_do_update(
-                    index_elements=["id"], set_={"last_tick": now, "sent": sent}
-                )
+                update(BeatInstance).where(BeatInstance.id == instance).values(stopped_at=now)
             )
 
-    def forget_instances(self, before: datetime, instance: str | None = None) -> None:
-        """Delete the heartbeats older than ``before`` (and ``instance``'s own, if given)."""
-        stale = BeatInstance.last_tick < before
-        if instance is not None:
-            stale = or_(stale, BeatInstance.id == instance)
+    def forget_instances(self, before: datetime) -> None:
+        """Delete the heartbeats older than ``before``, but for the latest: when the last
+        beat ticked must outlive every beat, or the workers would count the silence of the
+        scheduler from their own start and page at a beat's clean restart."""
         with self.database.session() as session:
-            session.execute(delete(BeatInstance).where(stale))
+            latest = session.scalar(select(func.max(BeatInstance.last_tick)))
+            if latest is not None:
+                session.execute(
+                    delete(BeatInstance).where(
+                        BeatInstance.last_tick < before, BeatInstance.last_tick < latest
+                    )
+                )

@@ -14,19 +14,22 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, or_, select, update
+from sqlalchemy import ColumnElement, and_, delete, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from bridge.storage import tally
 from bridge.storage.database import Database
 from bridge.storage.models import Incident, PeriodicTask
-from bridge.storage.sql import insert_or_skip
+from bridge.storage.sql import changed_rows, insert_skipping, is_mysql
 
 #: The subject of an incident that is no one schedule's.
 SCHEDULER = "scheduler"
 #: How long a claim on an alert holds: longer than sending it takes.
 CLAIM = timedelta(seconds=30)
+#: The most incidents one ``INSERT`` opens.
+OPEN_BATCH = 500
 
 
 def subject_of(schedule_id: int | None) -> str:
@@ -56,13 +59,28 @@ class IncidentStore:
             return list(session.scalars(select(Incident).where(Incident.closed_at.is_(None))))
 
     def open(self, openings: Sequence[Opening], now: datetime) -> list[int]:
-        """Open these incidents, those not open already; the ids of the ones opened."""
+        """Open these incidents, those not open already; the ids of the ones opened.
+
+        One ``INSERT`` takes up to :data:`OPEN_BATCH` of them: a watchdog that finds
+        thousands of schedules late after an outage opens their incidents in a few
+        statements, not one each.
+        """
+        if not openings:
+            return []
         with self.database.session() as session:
-            return [
-                incident_id
-                for opening in openings
-                if (incident_id := open_incident(session, opening, now)) is not None
-            ]
+            return open_incidents(session, openings, now)
+
+    def restate(self, messages: dict[int, str]) -> None:
+        """Give open incidents the message their trouble has now (by incident id)."""
+        if not messages:
+            return
+        with self.database.session() as session:
+            for incident_id, message in sorted(messages.items()):
+                session.execute(
+                    update(Incident)
+                    .where(Incident.id == incident_id, Incident.closed_at.is_(None))
+                    .values(message=message)
+                )
 
     def close(self, incident_ids: Sequence[int], now: datetime) -> None:
         if not incident_ids:
@@ -118,12 +136,13 @@ class IncidentStore:
                 values["recovery_sent_at"] = now
             else:
                 values.update(alerted_at=now, alerts=Incident.alerts + 1)
-            schedule_id = session.scalar(
-                update(Incident)
-                .where(Incident.id == incident_id)
-                .values(**values)
-                .returning(Incident.periodic_task_id)
+            changed = changed_rows(
+                session,
+                update(Incident).where(Incident.id == incident_id).values(**values),
+                Incident.id,
+                Incident.periodic_task_id,
             )
+            schedule_id = changed[0][0] if changed else None
         if event != "recovered" and schedule_id is not None:
             with self.database.session() as session:
                 session.execute(
@@ -176,24 +195,49 @@ class IncidentStore:
 def open_incident(session: Session, opening: Opening, now: datetime) -> int | None:
     """Open an incident in the caller's transaction, unless one of its kind is open for its
     subject; its id, or None."""
-    statement = (
-        insert_or_skip(session, Incident)
-        .values(
-            kind=opening.kind,
-            subject=subject_of(opening.schedule_id),
-            periodic_task_id=opening.schedule_id,
-            schedule_name=opening.schedule_name,
-            since=opening.since,
-            opened_at=now,
-            message=opening.message,
-            runs=json.dumps(list(opening.runs)),
-            alerts=0,
+    opened = open_incidents(session, [opening], now)
+    return opened[0] if opened else None
+
+
+def open_incidents(session: Session, openings: Sequence[Opening], now: datetime) -> list[int]:
+    """Open incidents in the caller's transaction, each unless one of its kind is open for
+    its subject, :data:`OPEN_BATCH` to a statement; the ids of those opened.
+
+    On MySQL, without ``RETURNING``, the ids are read back: the open incidents of
+    those kinds and subjects opened at ``now``, which the unique index of the open
+    incidents lets only this statement's rows be.
+    """
+    opened: list[int] = []
+    for start in range(0, len(openings), OPEN_BATCH):
+        rows = [_row(opening, now) for opening in openings[start : start + OPEN_BATCH]]
+        statement = insert_skipping(session, Incident).values(rows)
+        if not is_mysql(session):
+            opened += session.scalars(statement.returning(Incident.id))
+            continue
+        session.connection().execute(statement)
+        keys = [(row["kind"], row["subject"]) for row in rows]
+        opened += session.scalars(
+            select(Incident.id).where(
+                Incident.closed_at.is_(None),
+                Incident.opened_at == now,
+                tuple_(Incident.kind, Incident.subject).in_(keys),
+            )
         )
-        .on_conflict_do_nothing()
-        .returning(Incident.id)
-    )
-    found: int | None = session.scalar(statement)
-    return found
+    return opened
+
+
+def _row(opening: Opening, now: datetime) -> dict[str, Any]:
+    return {
+        "kind": opening.kind,
+        "subject": subject_of(opening.schedule_id),
+        "periodic_task_id": opening.schedule_id,
+        "schedule_name": opening.schedule_name,
+        "since": opening.since,
+        "opened_at": now,
+        "message": opening.message,
+        "runs": json.dumps(list(opening.runs)),
+        "alerts": 0,
+    }
 
 
 def close_incidents_of(session: Session, schedule_id: int, now: datetime) -> None:

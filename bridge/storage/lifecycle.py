@@ -108,7 +108,7 @@ def apply_plan(
     if plan.skipped or plan.missed:
         tally.add(session, row.id, now, skipped=plan.skipped, missed=plan.missed)
     if plan.missed:
-        missed = f"{plan.missed} occurrence(s) fell outside its catch-up window and were not run"
+        missed = f"{plan.missed} occurrence(s) were not run: {plan.missed_reason}"
         open_incident(session, Opening("missed", row.id, row.name, now, missed), now)
     if sent:
         last = sent[-1]

@@ -3,10 +3,19 @@
 ``periodic_task`` (schedules) and ``task_execution`` (runs) are the
 project's contract: their names and the meaning of their columns are fixed
 (see ``docs/design.md``). ``schedule_label`` holds each schedule's labels,
-``audit_log`` every change made to a schedule by an operator or a sync,
-and ``beat_instance`` and ``worker_instance`` the heartbeats of beat
-instances and of workers. The Alembic revisions under ``migrations/``
-create exactly what is declared here.
+``audit_log`` every change made to a schedule by an operator or a sync
+and every named token made or revoked,
+``beat_instance`` and ``worker_instance`` the heartbeats of beat
+instances and of workers, ``schema_release`` the oldest release that
+may run against the store, ``api_token`` the named tokens of the HTTP
+server and ``dashboard_session`` the dashboard's sessions. The Alembic
+revisions under ``migrations/`` create exactly what is declared here.
+
+MySQL and MariaDB have no partial index: there the indexes declared with a
+``WHERE`` are left out (``ddl_if``), but for ``ix_incident_open``, whose
+uniqueness the store relies on, which revision 0008 builds on a generated
+column instead (see :class:`Incident`). Their column types are the ones
+:mod:`bridge.storage.mysql` gives.
 """
 
 from __future__ import annotations
@@ -53,7 +62,8 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     PostgreSQL keeps ``timestamptz``; SQLite has no time zones, so the value
     is stored as naive UTC text in one fixed format, which keeps string
-    comparison in ``WHERE nextrun <= :now`` correct.
+    comparison in ``WHERE nextrun <= :now`` correct. MySQL's ``DATETIME`` has
+    no time zone either: it holds the naive UTC time.
     """
 
     impl = DateTime(timezone=True)
@@ -65,12 +75,27 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             raise ValueError(f"naive datetime {value!r} given; the bridge stores aware UTC times")
         value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+        return value if dialect.name == "postgresql" else value.replace(tzinfo=None)
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _partial_indexes(
+    ddl: Any,
+    target: Any,
+    bind: Any,
+    tables: Any = None,
+    state: Any = None,
+    *,
+    dialect: Dialect,
+    compiler: Any = None,
+    checkfirst: bool = False,
+) -> bool:
+    """Whether the database takes an index with a ``WHERE`` (MySQL and MariaDB do not)."""
+    return dialect.name != "mysql"
 
 
 class Base(DeclarativeBase):
@@ -193,7 +218,7 @@ class PeriodicTask(Base):
             "id",
             postgresql_where=text("failure_streak > 0 OR broken"),
             sqlite_where=text("failure_streak > 0 OR broken"),
-        ),
+        ).ddl_if(callable_=_partial_indexes),
     )
 
     @property
@@ -248,7 +273,7 @@ class TaskExecution(Base):
             "updated_at",
             postgresql_where=text(OPEN_RUNS),
             sqlite_where=text(OPEN_RUNS),
-        ),
+        ).ddl_if(callable_=_partial_indexes),
         # The sweep for runs that went silent, whichever schedule they belong to.
         Index("ix_task_execution_status_updated", "status", "updated_at"),
         # Runs of every schedule, newest first, a page at a time.
@@ -273,7 +298,9 @@ class ScheduleLabel(Base):
 
 
 class AuditEntry(Base):
-    """One change to a schedule: who made it, when, and its fields before and after.
+    """One change to a schedule: who made it, when, and its fields before and after; or a
+    named token made or revoked (``schedule_name`` empty, the token's name and role in
+    ``after``).
 
     Kept without a foreign key, so that the entry of a deleted schedule stays.
     """
@@ -326,6 +353,10 @@ class Incident(Base):
 
     At most one open incident per kind and subject (a partial unique index), so
     that several beats that see the same trouble open it once and alert once.
+    On MySQL and MariaDB the index is unique on the kind and a generated column
+    ``open_subject``, the subject while the incident is open and NULL once it
+    is closed (NULLs never collide), which the model leaves out: it is only
+    read by the index.
     """
 
     __tablename__ = "incident"
@@ -366,7 +397,7 @@ class Incident(Base):
             unique=True,
             postgresql_where=text("closed_at IS NULL"),
             sqlite_where=text("closed_at IS NULL"),
-        ),
+        ).ddl_if(callable_=_partial_indexes),
         # The incidents that still owe an alert or a recovery.
         Index("ix_incident_closed_at", "closed_at"),
     )
@@ -386,6 +417,9 @@ class BeatInstance(Base):
     last_tick: Mapped[datetime] = mapped_column(UTCDateTime)
     #: Runs it has sent since it started.
     sent: Mapped[int] = mapped_column(Integer, default=0)
+    #: When it stopped cleanly (None while it runs, or after it died): the row stays, so
+    #: that when the last beat ticked is known after every beat has gone.
+    stopped_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
 
 class WorkerInstance(Base):
@@ -399,6 +433,62 @@ class WorkerInstance(Base):
     #: When this incarnation started: a run last touched before it belongs to a dead one.
     started_at: Mapped[datetime] = mapped_column(UTCDateTime)
     last_seen: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class SchemaRelease(Base):
+    """The oldest release of the bridge whose processes may run against this store.
+
+    One row, written by the migrations: a migration that an older release
+    cannot work beside raises it, one that only adds leaves it. Every process
+    reads it as it starts (:mod:`bridge.rules.releases`).
+    """
+
+    __tablename__ = "schema_release"
+
+    #: Always 1: the table holds one row.
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    oldest_release: Mapped[str] = mapped_column(String(32))
+
+
+class ApiToken(Base):
+    """A named token of the HTTP server: its name, its role, and the digest of its secret
+    (the secret itself is shown once, when it is made, and kept nowhere)."""
+
+    __tablename__ = "api_token"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    #: What the audit log names the caller by (``http:NAME``); never reused.
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    #: ``read`` or ``admin``.
+    role: Mapped[str] = mapped_column(String(8))
+    #: SHA-256 of the secret, in hex: what a request's token is looked up by.
+    secret_digest: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    #: Who made it (``cli:alice@host``).
+    created_by: Mapped[str] = mapped_column(String(255))
+    #: When it stops working (None: never), and when it was revoked.
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: When a request last carried it, to the minute.
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+
+
+class DashboardSession(Base):
+    """A signed-in browser: which token began it, until when. Signing out deletes the row,
+    and a session of a token revoked or expired is refused, so either ends it at once."""
+
+    __tablename__ = "dashboard_session"
+
+    #: SHA-256 of the session's secret, which only the browser's cookie holds.
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    #: The named token it was begun with; None for a settings token.
+    token_id: Mapped[int | None] = mapped_column(
+        ForeignKey("api_token.id", ondelete="CASCADE"), nullable=True
+    )
+    #: ``read`` or ``admin``.
+    role: Mapped[str] = mapped_column(String(8))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime, index=True)
 
 
 def as_dict(row: Base) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from bridge.storage.models import (
     TaskExecution,
     WorkerInstance,
 )
+from bridge.storage.schedules import finished_rows, paused_rows
 
 #: The columns of each schedule a scrape shows.
 SCHEDULE_COLUMNS = (
@@ -77,7 +78,8 @@ class Overview:
     schedules: list[dict[str, Any]]
     #: The runs the health of each schedule shown is judged from.
     seen: RunsSeen
-    #: How many schedules there are: all, enabled, paused (disabled, not broken), broken.
+    #: How many schedules there are: all, enabled, paused (disabled, neither broken nor
+    #: finished), finished, broken.
     counts: dict[str, int]
     #: :data:`SUMMED` over every schedule.
     totals: dict[str, int]
@@ -103,7 +105,8 @@ class OverviewStore:
         counted = select(
             func.count(),
             func.count().filter(table.enabled.is_(True)),
-            func.count().filter(table.enabled.is_(False), table.broken.is_(False)),
+            func.count().filter(paused_rows()),
+            func.count().filter(finished_rows()),
             func.count().filter(table.broken.is_(True)),
             func.count().filter(table.enabled.is_(True), table.nextrun < late_before),
             *(func.coalesce(func.sum(table[name]), 0) for name in SUMMED),
@@ -126,13 +129,25 @@ class OverviewStore:
                     .group_by(Incident.kind)
                 ).all()
             )
-            every, enabled, paused, broken, late, *sums = session.execute(counted).one()
-            instances = list(session.scalars(select(BeatInstance).order_by(BeatInstance.id)))
+            every, enabled, paused, finished, broken, late, *sums = session.execute(counted).one()
+            instances = list(
+                session.scalars(
+                    select(BeatInstance)
+                    .where(BeatInstance.stopped_at.is_(None))
+                    .order_by(BeatInstance.id)
+                )
+            )
             workers = list(session.scalars(select(WorkerInstance).order_by(WorkerInstance.name)))
         return Overview(
             schedules=schedules,
             seen=seen,
-            counts={"all": every, "enabled": enabled, "paused": paused, "broken": broken},
+            counts={
+                "all": every,
+                "enabled": enabled,
+                "paused": paused,
+                "finished": finished,
+                "broken": broken,
+            },
             totals={name: int(value) for name, value in zip(SUMMED, sums, strict=True)},
             open_totals=open_totals,
             instances=instances,

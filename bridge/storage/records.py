@@ -22,7 +22,7 @@ from bridge.rules.records import Change, Effects
 from bridge.storage.database import Database
 from bridge.storage.lifecycle import settle_run
 from bridge.storage.models import PeriodicTask, TaskExecution, WorkerInstance
-from bridge.storage.sql import insert_or_skip, one_of
+from bridge.storage.sql import insert_skipping, one_of, upsert
 
 #: One run's merged changes, by its id.
 _UPDATE_RUN = update(TaskExecution).where(TaskExecution.id == bindparam("run_id"))
@@ -90,8 +90,7 @@ class RecordStore:
             statements = _Statements.of(connection.dialect.name == "postgresql")
             created = {c.run_id: c.external_record() for c in changes if c.external_task}
             if created:
-                insert = insert_or_skip(session, TaskExecution).on_conflict_do_nothing()
-                connection.execute(insert, list(created.values()))
+                connection.execute(insert_skipping(session, TaskExecution), list(created.values()))
             ids = sorted({change.run_id for change in changes})
             effects = Effects.of(
                 changes,
@@ -110,9 +109,14 @@ class RecordStore:
         """Say the worker ``name`` is alive (its row in ``worker_instance``)."""
         row = {"pid": pid, "started_at": started_at, "last_seen": now}
         with self.database.session() as session:
-            statement = insert_or_skip(session, WorkerInstance).values(name=name, **row)
             session.execute(
-                statement.on_conflict_do_update(index_elements=[WorkerInstance.name], set_=row)
+                upsert(
+                    session,
+                    WorkerInstance,
+                    {"name": name, **row},
+                    [WorkerInstance.name],
+                    lambda _: row,
+                )
             )
 
     def forget_worker(self, name: str) -> None:

@@ -1,4 +1,4 @@
-"""Keeping ``task_execution`` in bounds: each schedule's old final runs are deleted.
+"""Keeping ``task_execution`` in bounds: old final runs are deleted, set by set.
 
 A schedule keeps its latest ``keep_runs`` runs and those planned in the last
 ``keep_days`` days (its own values, else the app's; 0 lifts a limit): a
@@ -7,50 +7,119 @@ and the latest run of each final status, so that "when did it last fail?"
 always has its record. Counts do not suffer: they live on the schedule row
 and in its hourly tallies.
 
-Pruning goes a slice of schedules at a time, each schedule in a short
-transaction of its own that deletes at most a batch of its runs, then notes
-on the schedule's row the latest occurrence it pruned (``pruned_through``),
-so that a backfill never sends a pruned occurrence again. On PostgreSQL it
-locks the final runs it deletes, which neither beat nor the workers write
-to, and the schedule's row for that one update, in the order the workers
-use (runs, then the schedule); on SQLite each of its transactions takes the
-database's write lock for a moment, as every writer there does.
+Two kinds of work, so that what pruning costs follows what there is to
+delete, not the number of schedules:
+
+* :meth:`Retention.sweep_age` walks the runs oldest first through the index
+  on ``(plan_time, id)``, from where its last step stopped to the age limit,
+  and deletes in one statement those that are final and not the latest of
+  their status, for every schedule at once. It is the bulk of the work, and
+  it reads each run once in its life (once per beat start, for the runs
+  that stay: the latest of a status, those of schedules kept longer).
+* :meth:`Retention.flagged` counts, grouped by schedule and status, the
+  final runs of a set of schedules (those that ended runs lately, or a slice
+  of all of them by id) and names those that hold runs to delete
+  (:func:`bridge.rules.retention.needs_look`): too many, or old ones the
+  sweep passed over because they were then the latest of their status. Only
+  these get a look of their own (:meth:`Retention.prune_schedule`).
+
+Every transaction deletes at most :data:`BATCH` runs, then notes on each
+schedule's row the latest occurrence it pruned (``pruned_through``), so that
+a backfill never sends a pruned occurrence again. On PostgreSQL it locks the
+final runs it deletes, which neither beat nor the workers write to, skipping
+those another beat's pruning holds, then the schedules' rows in id order,
+the order the workers use (runs, then the schedule); on SQLite each of its
+transactions takes the database's write lock for a moment, as every writer
+there does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, delete, func, or_, select, tuple_, update
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    and_,
+    bindparam,
+    case,
+    delete,
+    exists,
+    func,
+    or_,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy.orm import Session, aliased
 
 from bridge.rules.kinds import FINAL_STATUSES
+from bridge.rules.retention import Limits, StatusCount, needs_look
 from bridge.storage.database import Database
 from bridge.storage.models import PeriodicTask, TaskExecution
+from bridge.storage.sql import among, before, changed_rows, dialect_of
 
-#: The most runs of one schedule a transaction deletes: a few tens of milliseconds at most,
-#: well inside the quiet before beat's next tick in which the watchdog starts one.
+#: The most runs a transaction deletes: a few tens of milliseconds at most, well inside
+#: the quiet before beat's next tick in which the watchdog starts one.
 BATCH = 500
+#: Runs one step of the age sweep reads through the index, deleted or passed over.
+SWEEP_READ = 2000
 
-
-@dataclass(frozen=True)
-class Limits:
-    """The app's retention: runs kept per schedule by count and by age (0: no limit)."""
-
-    keep_runs: int
-    keep_days: int
+#: Where the age sweep has read to: the ``(plan_time, id)`` of the last run it read.
+Cursor = tuple[datetime, str]
 
 
 @dataclass(frozen=True)
 class Pruned:
-    """What a slice of pruning did (or, dry, would do)."""
+    """What a pruning of every schedule did (or, dry, would do)."""
 
     schedules: int
     runs: int
-    #: The id of the last schedule done; None when the slice reached the end.
+
+
+@dataclass(frozen=True)
+class Flagged:
+    """A schedule whose runs need a look, with its limits (its own over the app's)."""
+
+    id: int
+    limits: Limits
+
+
+@dataclass(frozen=True)
+class Counted:
+    """A slice of schedules counted: those flagged, and where the next slice starts."""
+
+    flagged: list[Flagged]
+    schedules: int
+    #: The id of the last schedule counted; None when the slice reached the end.
     last_id: int | None
+
+
+@dataclass(frozen=True)
+class Swept:
+    """A step of the age sweep: runs deleted (or, dry, that would be), and where it is."""
+
+    runs: int
+    cursor: Cursor | None
+    #: Whether it read all there is below the age limit for now.
+    done: bool
+
+
+def _is_final(run: Any) -> ColumnElement[bool]:
+    return run.status.in_(FINAL_STATUSES)  # type: ignore[no-any-return]
+
+
+def _superseded(run: Any) -> ColumnElement[bool]:
+    """The run has a newer one of its status in its schedule: it is not the latest kept."""
+    newer = aliased(TaskExecution)
+    return exists().where(
+        newer.periodic_task_id == run.periodic_task_id,
+        newer.status == run.status,
+        tuple_(newer.plan_time, newer.attempt) > tuple_(run.plan_time, run.attempt),
+    )
 
 
 class Retention:
@@ -59,41 +128,178 @@ class Retention:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    def prune(
-        self,
-        after_id: int,
-        schedules: int,
-        limits: Limits,
-        now: datetime,
-        dry_run: bool = False,
-        thorough: bool = False,
-        go_on: Callable[[], bool] = lambda: True,
-    ) -> Pruned:
-        """Prune the runs of up to ``schedules`` schedules whose id follows ``after_id``:
-        one batch of each (``thorough``: batches until each is done; ``dry_run``: count
-        what would go, all of it). ``go_on`` is asked before each schedule: when it says
-        no, the slice ends there, and the next one starts after the last schedule done."""
+    # -- which schedules need a look --------------------------------------------------------
+
+    def schedules(self) -> int:
+        """About how many schedules there are (the largest id: one read of its index)."""
+        with self.database.session() as session:
+            return session.scalar(select(func.max(PeriodicTask.id))) or 0
+
+    def ended_since(self, since: datetime) -> list[int]:
+        """The schedules with a run that became final at ``since`` or later (through the
+        index on ``(status, updated_at)``): the only ones whose count can have grown."""
+        run = TaskExecution
+        with self.database.session() as session:
+            return sorted(
+                found
+                for found in session.scalars(
+                    select(run.periodic_task_id)
+                    .where(_is_final(run), run.updated_at >= since)
+                    .distinct()
+                )
+                if found is not None
+            )
+
+    def count_slice(self, after_id: int, schedules: int, limits: Limits, now: datetime) -> Counted:
+        """Count the final runs of up to ``schedules`` schedules whose id follows
+        ``after_id``, and name those that need a look."""
         table = PeriodicTask
         with self.database.session() as session:
-            rows = session.execute(
-                select(table.id, table.keep_runs, table.keep_days)
-                .where(table.id > after_id)
-                .order_by(table.id)
-                .limit(schedules)
-            ).all()
+            ids = list(
+                session.scalars(
+                    select(table.id).where(table.id > after_id).order_by(table.id).limit(schedules)
+                )
+            )
+            flagged = self._flagged(session, table.id.in_(ids), limits, now) if ids else []
+        last = ids[-1] if len(ids) == schedules else None
+        return Counted(flagged, len(ids), last)
+
+    def flagged(self, schedule_ids: Sequence[int], limits: Limits, now: datetime) -> list[Flagged]:
+        """Of these schedules, those whose final runs need a look."""
+        if not schedule_ids:
+            return []
+        with self.database.session() as session:
+            return self._flagged(
+                session, among(session, PeriodicTask.id, schedule_ids), limits, now
+            )
+
+    @staticmethod
+    def _flagged(
+        session: Session, which: ColumnElement[bool], limits: Limits, now: datetime
+    ) -> list[Flagged]:
+        table, run = PeriodicTask, TaskExecution
+        days = func.coalesce(table.keep_days, limits.keep_days)
+        old = case(
+            (
+                and_(
+                    days > 0,
+                    before(run.plan_time, now, days * 86400, dialect=dialect_of(session)),
+                ),
+                1,
+            ),
+            else_=0,
+        )
+        rows = session.execute(
+            select(table.id, table.keep_runs, table.keep_days, func.count(), func.sum(old))
+            .join(run, run.periodic_task_id == table.id)
+            .where(which, _is_final(run))
+            .group_by(table.id, table.keep_runs, table.keep_days, run.status)
+            .order_by(table.id)
+        ).all()
+        counts: dict[int, tuple[Limits, list[StatusCount]]] = {}
+        for schedule_id, keep_runs, keep_days, runs, old_runs in rows:
+            own = limits.of(keep_runs, keep_days)
+            counts.setdefault(schedule_id, (own, []))[1].append(
+                StatusCount(int(runs), int(old_runs or 0))
+            )
+        return [
+            Flagged(schedule_id, own)
+            for schedule_id, (own, by_status) in counts.items()
+            if own.any and needs_look(by_status, own)
+        ]
+
+    def keep_days_in_use(self, limits: Limits) -> set[int]:
+        """Every age limit some schedule has (its own or the app's), 0 (none) left out."""
+        table = PeriodicTask
+        with self.database.session() as session:
+            own = set(session.scalars(select(table.keep_days).distinct()))
+        return {limits.keep_days if days is None else days for days in own} - {0}
+
+    # -- deleting ---------------------------------------------------------------------------
+
+    def sweep_age(
+        self, days: int, after: Cursor | None, limits: Limits, now: datetime, dry_run: bool = False
+    ) -> Swept:
+        """One step of the age sweep of the schedules whose age limit is ``days``: read up to
+        :data:`SWEEP_READ` runs planned before ``now - days`` that follow ``after``, and
+        delete (at most :data:`BATCH` of) those that are final and not the latest of their
+        status."""
+        table, run = PeriodicTask, TaskExecution
+        cut = now - timedelta(days=days)
+        with self.database.session() as session:
+            window = select(run.plan_time, run.id).where(run.plan_time < cut)
+            if after is not None:
+                window = window.where(tuple_(run.plan_time, run.id) > tuple_(*after))
+            read = session.execute(window.order_by(run.plan_time, run.id).limit(SWEEP_READ)).all()
+            if not read:
+                return Swept(0, after, True)
+            last: Cursor = (read[-1].plan_time, read[-1].id)
+            doomed = (
+                select(run.id)
+                .join(table, table.id == run.periodic_task_id)
+                .where(
+                    tuple_(run.plan_time, run.id) <= tuple_(*last),
+                    run.plan_time < cut,
+                    _is_final(run),
+                    func.coalesce(table.keep_days, limits.keep_days) == days,
+                    _superseded(run),
+                )
+                .order_by(run.plan_time, run.id)
+                .limit(BATCH)
+            )
+            if after is not None:
+                doomed = doomed.where(tuple_(run.plan_time, run.id) > tuple_(*after))
+            if dry_run:
+                gone = len(session.scalars(doomed).all())
+                return Swept(gone, last, len(read) < SWEEP_READ)
+            deleted = self._delete(session, doomed)
+            if len(deleted) == BATCH:
+                # More to delete among what was read: the next step reads from the last gone.
+                last = max((plan, run_id) for plan, run_id, _ in deleted if plan is not None)
+            return Swept(len(deleted), last, len(read) < SWEEP_READ and len(deleted) < BATCH)
+
+    def prune_schedule(
+        self, flagged: Flagged, now: datetime, dry_run: bool = False, thorough: bool = False
+    ) -> int:
+        """Prune one schedule's runs beyond its limits: a batch (``thorough``: batches until
+        it is done; ``dry_run``: count what would go, all of it)."""
         removed = 0
-        for done_with, (schedule_id, keep_runs, keep_days) in enumerate(rows):
-            if not go_on():
-                return Pruned(done_with, removed, rows[done_with - 1][0] if done_with else after_id)
-            runs = limits.keep_runs if keep_runs is None else keep_runs
-            days = limits.keep_days if keep_days is None else keep_days
-            while runs or days:
-                done = self._prune_one(schedule_id, runs, days, now, dry_run)
-                removed += done
-                if dry_run or not thorough or done < BATCH:
-                    break
-        last = rows[-1][0] if len(rows) == schedules else None
-        return Pruned(len(rows), removed, last)
+        while True:
+            done = self._prune_one(
+                flagged.id, flagged.limits.keep_runs, flagged.limits.keep_days, now, dry_run
+            )
+            removed += done
+            if dry_run or not thorough or done < BATCH:
+                return removed
+
+    def _delete(
+        self, session: Session, doomed: Select[Any]
+    ) -> list[tuple[datetime | None, str, int | None]]:
+        """Delete the runs ``doomed`` names (locked first, those another pruning holds
+        skipped), and move the ``pruned_through`` of their schedules; what went, as
+        ``(plan_time, id, schedule)``."""
+        run = TaskExecution
+        locked = doomed.with_for_update(of=run, skip_locked=True)
+        ids = list(session.scalars(locked))
+        if not ids:
+            return []
+        gone = [
+            (plan, run_id, schedule)
+            for plan, run_id, schedule in changed_rows(
+                session,
+                delete(run).where(among(session, run.id, ids)),
+                run.id,
+                run.plan_time,
+                run.id,
+                run.periodic_task_id,
+            )
+        ]
+        latest: dict[int, datetime] = {}
+        for plan, _, schedule in gone:
+            if plan is not None and schedule is not None:
+                latest[schedule] = max(plan, latest.get(schedule, plan))
+        _move_pruned_through(session, sorted(latest.items()))
+        return gone
 
     def _prune_one(
         self, schedule_id: int, keep_runs: int, keep_days: int, now: datetime, dry_run: bool
@@ -116,41 +322,28 @@ class Retention:
                 beyond.append(run.plan_time < now - timedelta(days=keep_days))
             if not beyond:
                 return 0
-            final_beyond = (of_schedule, run.status.in_(FINAL_STATUSES), or_(*beyond))
-            if session.scalar(select(run.id).where(*final_beyond).limit(1)) is None:
-                return 0  # most schedules, most passes: one look, not the six below
-            kept = [
-                session.scalar(
-                    select(run.id)
-                    .where(of_schedule, run.status == status)
-                    .order_by(run.plan_time.desc(), run.attempt.desc())
-                    .limit(1)
-                )
-                for status in sorted(FINAL_STATUSES)
-            ]
-            doomed: Select[Any] = select(run.id).where(
-                *final_beyond, run.id.not_in([run_id for run_id in kept if run_id is not None])
+            doomed = select(run.id).where(
+                of_schedule, _is_final(run), or_(*beyond), _superseded(run)
             )
             if dry_run:
                 return session.scalar(select(func.count()).select_from(doomed.subquery())) or 0
-            gone = session.scalars(
-                delete(run)
-                .where(run.id.in_(doomed.limit(BATCH).scalar_subquery()))
-                .returning(run.plan_time)
-            ).all()
-            latest = max((plan for plan in gone if plan is not None), default=None)
-            if latest is not None:
-                # A backfill must not take a pruned occurrence for one never sent.
-                session.execute(
-                    update(PeriodicTask)
-                    .where(
-                        PeriodicTask.id == schedule_id,
-                        or_(
-                            PeriodicTask.pruned_through.is_(None),
-                            PeriodicTask.pruned_through < latest,
-                        ),
-                    )
-                    .values(pruned_through=latest)
-                    .execution_options(synchronize_session=False)
-                )
-            return len(gone)
+            return len(self._delete(session, doomed.limit(BATCH)))
+
+
+def _move_pruned_through(session: Session, latest: Iterable[tuple[int, datetime]]) -> None:
+    """Note on each schedule's row the latest occurrence pruned, in id order: a backfill
+    must not take a pruned occurrence for one never sent."""
+    rows = [{"schedule": schedule, "latest": plan} for schedule, plan in latest]
+    if not rows:
+        return
+    table = PeriodicTask
+    # On the connection, one statement for the rows: the ORM's bulk update takes no condition.
+    session.connection().execute(
+        update(table)
+        .where(
+            table.id == bindparam("schedule"),
+            or_(table.pruned_through.is_(None), table.pruned_through < bindparam("latest")),
+        )
+        .values(pruned_through=bindparam("latest")),
+        rows,
+    )

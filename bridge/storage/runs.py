@@ -31,7 +31,15 @@ from bridge.rules.fire import Resumable
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.storage.lifecycle import count_unsettled, settle_runs
 from bridge.storage.models import OPEN_RUNS, PeriodicTask, TaskExecution, UTCDateTime
-from bridge.storage.sql import among, insert_or_skip, is_postgres, unnested
+from bridge.storage.sql import (
+    among,
+    changed_rows,
+    insert_or_skip,
+    insert_skipping,
+    is_mysql,
+    is_postgres,
+    unnested,
+)
 
 
 class Sent(NamedTuple):
@@ -65,10 +73,23 @@ def insert_runs(session: Session, runs: Sequence[dict[str, Any]]) -> set[str]:
             .returning(TaskExecution.id)
         )
         return set(session.scalars(statement))
+    if is_mysql(session):
+        return _insert_runs_on_mysql(session, runs)
     statement = (
         insert_or_skip(session, TaskExecution).on_conflict_do_nothing().returning(TaskExecution.id)
     )
     return set(session.scalars(statement, list(runs)))
+
+
+def _insert_runs_on_mysql(session: Session, runs: Sequence[dict[str, Any]]) -> set[str]:
+    """:func:`insert_runs` without ``RETURNING``: the ids inserted are those there after the
+    insert and not before. A run whose occurrence another beat recorded first is
+    skipped by the occurrence key, under another id, so it is not among them."""
+    ids = [run["id"] for run in runs]
+    there = select(TaskExecution.id).where(among(session, TaskExecution.id, ids))
+    before = set(session.scalars(there))
+    session.execute(insert_skipping(session, TaskExecution), list(runs))
+    return set(session.scalars(there)) - before
 
 
 _OPEN_RUN_COLUMNS = (
@@ -174,16 +195,18 @@ def finish_runs(
     """
     if not run_ids:
         return []
-    finished = session.execute(
+    finished = changed_rows(
+        session,
         update(TaskExecution)
         .where(
             among(session, TaskExecution.id, run_ids),
             TaskExecution.status.in_(NON_FINAL_STATUSES),
         )
-        .values(status=status, finished_at=now, updated_at=now, error=reason)
-        .returning(TaskExecution.id, TaskExecution.periodic_task_id)
-        .execution_options(synchronize_session=False)
-    ).all()
+        .values(status=status, finished_at=now, updated_at=now, error=reason),
+        TaskExecution.id,
+        TaskExecution.id,
+        TaskExecution.periodic_task_id,
+    )
     ids = [run_id for run_id, _ in finished]
     if status is RunStatus.LOST:
         settle_runs(session, ids, now)

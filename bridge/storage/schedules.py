@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Select, delete, func, select, tuple_, update
+from sqlalchemy import ColumnElement, Select, and_, delete, func, select, tuple_, update
 from sqlalchemy.orm import Session, selectinload
 
 from bridge.errors import DuplicateSchedule, ScheduleNotFound
 from bridge.rules.audit import difference, snapshot
-from bridge.rules.decisions import OpenRun
+from bridge.rules.decisions import FINISHED_NOTES, OpenRun
 from bridge.rules.kinds import RunStatus
 from bridge.storage import runs
 from bridge.storage.audit import Change, log
@@ -52,6 +52,23 @@ class Lateness:
     oldest_due: datetime | None
 
 
+def finished_rows() -> ColumnElement[bool]:
+    """The schedules beat disabled with nothing left to fire (health ``finished``)."""
+    table = PeriodicTask
+    return and_(
+        table.enabled.is_(False),
+        table.broken.is_(False),
+        table.note.is_not(None),
+        table.note.in_(sorted(FINISHED_NOTES)),
+    )
+
+
+def paused_rows() -> ColumnElement[bool]:
+    """The schedules someone paused: disabled, neither broken nor finished."""
+    table = PeriodicTask
+    return and_(table.enabled.is_(False), table.broken.is_(False), ~finished_rows())
+
+
 @dataclass(frozen=True)
 class ScheduleFilter:
     """Which schedules a listing shows; None leaves a criterion out."""
@@ -60,8 +77,10 @@ class ScheduleFilter:
     prefix: str | None = None
     task: str | None = None
     enabled: bool | None = None
-    #: Disabled but not broken (paused by someone, or finished).
+    #: Paused by someone: disabled, neither broken nor finished.
     paused: bool | None = None
+    #: Disabled by beat with nothing left to fire.
+    finished: bool | None = None
     broken: bool | None = None
     #: Enabled, not broken, and its latest occurrence failed.
     failing: bool | None = None
@@ -71,7 +90,7 @@ class ScheduleFilter:
     late_at: datetime | None = None
     default_grace: float = 0.0
 
-    def criteria(self, postgres: bool) -> list[ColumnElement[bool]]:
+    def criteria(self, dialect: str) -> list[ColumnElement[bool]]:
         """The conditions of the filter, for a ``WHERE`` on ``periodic_task``."""
         table = PeriodicTask
         criteria: list[ColumnElement[bool]] = []
@@ -86,8 +105,9 @@ class ScheduleFilter:
         if self.enabled is not None:
             criteria.append(table.enabled.is_(self.enabled))
         if self.paused is not None:
-            paused = ~table.enabled & ~table.broken
-            criteria.append(paused if self.paused else ~paused)
+            criteria.append(paused_rows() if self.paused else ~paused_rows())
+        if self.finished is not None:
+            criteria.append(finished_rows() if self.finished else ~finished_rows())
         if self.broken is not None:
             criteria.append(table.broken.is_(self.broken))
         if self.failing:
@@ -102,7 +122,7 @@ class ScheduleFilter:
             )
         if self.late_at is not None:
             grace = func.coalesce(table.grace, self.default_grace)
-            late = before(table.nextrun, self.late_at, grace, postgres=postgres)
+            late = before(table.nextrun, self.late_at, grace, dialect=dialect)
             criteria += [table.enabled.is_(True), late]
         return criteria
 
@@ -147,7 +167,7 @@ class ScheduleStore:
         with a next run, by it; key: next run and id). Either order is read
         along an index, so a page costs the same at any depth.
         """
-        statement = select(PeriodicTask).where(*where.criteria(self.database.is_postgres))
+        statement = select(PeriodicTask).where(*where.criteria(self.database.dialect))
         if sort == "next":
             key = tuple_(PeriodicTask.nextrun, PeriodicTask.id)
             statement = statement.where(PeriodicTask.enabled, PeriodicTask.nextrun.is_not(None))
@@ -189,12 +209,14 @@ class ScheduleStore:
         return row
 
     @contextmanager
-    def changing(self, name: str, change: Change) -> Iterator[Editing]:
+    def changing(self, name: str, change: Change, now: datetime) -> Iterator[Editing]:
         """The schedule called ``name``, whose changes (row and labels) are written when the
         block ends, and not at all if it raises.
 
-        The fields that changed go into the audit log, with ``change``; a block
-        that changed nothing logs nothing.
+        The fields that changed go into the audit log, with ``change``, at ``now``:
+        the time the change was asked for, not the row's ``updated_at``, which only
+        a change of the definition moves (a silence leaves it). A block that
+        changed nothing logs nothing.
         """
         with self.database.session() as session:
             row = _by_name(session, name)
@@ -205,7 +227,7 @@ class ScheduleStore:
                 row.labels = editing.labels
             old, new = difference(before, snapshot(row, editing.labels))
             if old or new:
-                log(session, change, row.updated_at, row.id, row.name, old, new)
+                log(session, change, now, row.id, row.name, old, new)
 
     def remove(self, name: str, change: Change, now: datetime) -> None:
         """Delete the schedule, its runs, labels and tallies; its open incidents close (their
@@ -235,7 +257,11 @@ class ScheduleStore:
         """The live beat instances, the due rows nobody holds and the most overdue one."""
         due = (PeriodicTask.enabled, PeriodicTask.nextrun <= now)
         with self.database.session() as session:
-            instances = session.scalars(select(BeatInstance).order_by(BeatInstance.started_at))
+            instances = session.scalars(
+                select(BeatInstance)
+                .where(BeatInstance.stopped_at.is_(None))
+                .order_by(BeatInstance.started_at)
+            )
             workers = list(session.scalars(select(WorkerInstance).order_by(WorkerInstance.name)))
             unclaimed = session.scalar(
                 select(func.count())

@@ -1,4 +1,4 @@
-"""The few statement shapes that differ between PostgreSQL and SQLite.
+"""The few statement shapes that differ between PostgreSQL, SQLite and MySQL.
 
 Every module of :mod:`bridge.storage` builds its statements with these, so
 each dialect trick is written once.
@@ -6,26 +6,102 @@ each dialect trick is written once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ARRAY, ColumnElement, TableValuedAlias, any_, bindparam, func, literal
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import (
+    ARRAY,
+    ColumnElement,
+    Delete,
+    Insert,
+    TableValuedAlias,
+    Update,
+    any_,
+    bindparam,
+    func,
+    inspect,
+    literal,
+    select,
+    text,
+)
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from bridge.storage.models import UTCDateTime
 
 
 def is_postgres(session: Session) -> bool:
-    return session.get_bind().dialect.name == "postgresql"
+    return dialect_of(session) == "postgresql"
+
+
+def is_mysql(session: Session) -> bool:
+    """MySQL or MariaDB (one dialect)."""
+    return dialect_of(session) == "mysql"
 
 
 def insert_or_skip(session: Session, table: Any) -> postgresql.Insert | sqlite.Insert:
-    """An ``INSERT`` of the session's dialect, which can take ``ON CONFLICT DO ...``."""
+    """An ``INSERT`` of PostgreSQL or SQLite, which can take ``ON CONFLICT DO ...``; on
+    MySQL use :func:`insert_skipping` or :func:`upsert`."""
     if is_postgres(session):
         return postgresql.insert(table)
     return sqlite.insert(table)
+
+
+def insert_skipping(session: Session, table: Any, key: Sequence[Any] | None = None) -> Insert:
+    """An ``INSERT`` that leaves as it is a row whose unique ``key`` (any, if None) is taken:
+    ``ON CONFLICT DO NOTHING``, or on MySQL, whose ``ON DUPLICATE KEY`` answers any
+    unique key, an update that sets the primary key to itself (``INSERT IGNORE``
+    would also let bad values through as warnings)."""
+    if not is_mysql(session):
+        return insert_or_skip(session, table).on_conflict_do_nothing(index_elements=key)
+    primary: Any = inspect(table).primary_key[0]
+    return mysql.insert(table).on_duplicate_key_update({primary.name: primary})
+
+
+def upsert(
+    session: Session,
+    table: Any,
+    rows: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    key: Sequence[Any],
+    updates: Callable[[Any], Mapping[str, Any]],
+) -> Insert:
+    """An ``INSERT`` of ``rows`` that updates the row already holding a row's ``key``
+    instead, with ``updates(proposed)``: ``proposed`` names the values the ``INSERT``
+    proposed (PostgreSQL's ``excluded``, MySQL's ``VALUES()``)."""
+    if is_mysql(session):
+        statement = mysql.insert(table).values(rows)
+        return statement.on_duplicate_key_update(dict(updates(statement.inserted)))
+    base = insert_or_skip(session, table).values(rows)
+    return base.on_conflict_do_update(index_elements=key, set_=updates(base.excluded))
+
+
+def changed_rows(
+    session: Session, statement: Update | Delete, key: Any, *columns: Any
+) -> Sequence[Any]:
+    """Run ``statement`` and return ``columns`` of the rows it changed (after an ``UPDATE``,
+    before a ``DELETE``), by ``RETURNING``.
+
+    MySQL has no ``RETURNING`` (MariaDB has it on ``INSERT`` and ``DELETE`` only):
+    there the rows the statement's ``WHERE`` finds are locked and their ``key``
+    read first, and the statement then changes those rows alone, by ``key``, in
+    the same transaction.
+    """
+    if not is_mysql(session):
+        returning = statement.returning(*columns)
+        return session.execute(returning.execution_options(synchronize_session=False)).all()
+    where = statement.whereclause if statement.whereclause is not None else text("1 = 1")
+    keys = session.scalars(select(key).where(where).with_for_update()).all()
+    if not keys:
+        return []
+    chosen = statement.where(key.in_(keys)).execution_options(synchronize_session=False)
+    read = select(*columns).where(key.in_(keys))
+    if isinstance(statement, Delete):
+        gone = session.execute(read).all()
+        session.execute(chosen)
+        return gone
+    session.execute(chosen)
+    return session.execute(read).all()
 
 
 def one_of(
@@ -69,15 +145,24 @@ def unnested(name: str, columns: Mapping[str, tuple[Any, Sequence[Any]]]) -> Tab
     return func.unnest(*arrays).table_valued(*columns).render_derived(name=name)
 
 
-def before(column: Any, now: datetime, seconds: Any, *, postgres: bool) -> ColumnElement[bool]:
+def dialect_of(session: Session) -> str:
+    """The name of the session's dialect: ``postgresql``, ``sqlite`` or ``mysql``."""
+    return session.get_bind().dialect.name
+
+
+def before(column: Any, now: datetime, seconds: Any, *, dialect: str) -> ColumnElement[bool]:
     """``column < now - seconds``, where ``seconds`` is a number or a numeric expression (a
     column): what "due for longer than its grace" is in SQL, on either database.
 
-    SQLite keeps times as text, so it compares their Julian days.
+    SQLite keeps times as text, so it compares their Julian days; MySQL counts the
+    microseconds from the column to ``now``.
     """
-    if postgres:
+    if dialect == "postgresql":
         interval = func.make_interval(0, 0, 0, 0, 0, 0, seconds)
         return column < literal(now, UTCDateTime()) - interval  # type: ignore[no-any-return]
+    if dialect == "mysql":
+        elapsed = func.timestampdiff(text("MICROSECOND"), column, literal(now, UTCDateTime()))
+        return elapsed > seconds * 1_000_000  # type: ignore[no-any-return]
     day = 86400.0
     moment = func.julianday(literal(now, UTCDateTime()))
     return func.julianday(column) < moment - seconds / day  # type: ignore[no-any-return]

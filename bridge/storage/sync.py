@@ -25,7 +25,7 @@ from bridge.rules.kinds import Source
 from bridge.storage.audit import Change, log
 from bridge.storage.database import Database
 from bridge.storage.models import PeriodicTask
-from bridge.storage.sql import insert_or_skip
+from bridge.storage.sql import insert_skipping
 
 #: Who the audit log says made a sync's changes.
 SYNC_ACTOR = "beat_schedule sync"
@@ -135,13 +135,11 @@ def _upsert(
     columns = definition.columns()
     config_row = (PeriodicTask.name == name, PeriodicTask.source == Source.CONFIG.value)
     session.execute(
-        insert_or_skip(session, PeriodicTask)
-        .values(
+        insert_skipping(session, PeriodicTask, ["name"]).values(
             definition.new_row(
                 name, anchor=now, first=first, enabled=True, source=Source.CONFIG, now=now
             )
         )
-        .on_conflict_do_nothing(index_elements=["name"])
     )
     changes: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = (
         # A new timer, zone or bounds: a new first occurrence, counted from now.

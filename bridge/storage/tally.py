@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from bridge.storage.models import ScheduleTally
-from bridge.storage.sql import insert_or_skip
+from bridge.storage.sql import upsert
 
 #: The counts a tally row holds.
 COUNTS = ("success", "failure", "revoked", "lost", "skipped", "missed", "alerts", "runtime")
@@ -43,11 +43,13 @@ def write(session: Session) -> None:
         {"periodic_task_id": schedule_id, "hour": hour, **{name: counts[name] for name in COUNTS}}
         for (schedule_id, hour), counts in sorted(pending.items())
     ]
-    statement = insert_or_skip(session, ScheduleTally)
     table = ScheduleTally.__table__.c
     session.execute(
-        statement.values(rows).on_conflict_do_update(
-            index_elements=[table.periodic_task_id, table.hour],
-            set_={name: table[name] + statement.excluded[name] for name in COUNTS},
+        upsert(
+            session,
+            ScheduleTally,
+            rows,
+            [table.periodic_task_id, table.hour],
+            lambda proposed: {name: table[name] + proposed[name] for name in COUNTS},
         )
     )

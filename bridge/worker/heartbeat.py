@@ -11,8 +11,9 @@ it has been silent for the timeout, or has restarted since it took the run.
 The other way round, with no beat ticking no beat can raise the alarm: at
 each heartbeat the workers look at beat's heartbeats, and once none has
 ticked for ``bridge_no_beat_alert`` they open the scheduler's ``no_beat``
-incident and send its alert. The first beat back closes it, and sends the
-recovery.
+incident and send its alert. The silence counts from the last tick any beat
+made, which outlives a beat's clean stop, so a restart pages nobody. The
+first beat back closes it, and sends the recovery.
 """
 
 from __future__ import annotations
@@ -110,7 +111,8 @@ class BeatWatch:
         self.started_at = utcnow()
 
     def __call__(self, now: datetime) -> None:
-        # Before any beat registered, silence counts from this worker's start.
+        # The last tick any beat made, which a clean stop keeps (beat_instance.stopped_at);
+        # before any beat ever ticked, silence counts from this worker's start.
         silent_since = self.health.last_tick() or self.started_at
         silence = now - silent_since
         if silence <= timedelta(seconds=self.settings.no_beat_alert):

@@ -45,9 +45,11 @@ from bridge.errors import BridgeError
 from bridge.rules.decisions import EXPIRED
 from bridge.rules.kinds import RunStatus
 from bridge.rules.records import NOT_RECEIVED, NOT_STARTED, OPEN, Change
+from bridge.rules.releases import Fit
 from bridge.rules.runs import HEADER_SCHEDULE_ID
-from bridge.storage.database import Database
+from bridge.storage.database import Database, DatabaseError, SchemaMismatch, error_reason
 from bridge.storage.records import RecordStore
+from bridge.version import __version__
 from bridge.worker.backlog import Backlog, Reply
 from bridge.worker.heartbeat import BeatWatch, WorkerHeartbeat
 
@@ -125,16 +127,28 @@ class Recorder:
         return self._built().backlog
 
     def check(self) -> None:
-        """Read the settings and load the database driver and the broker's transport now,
-        as a worker or beat starts.
+        """Read the settings, load the database driver and the broker's transport, and ask
+        whether this release may run against the store's schema, as a worker or beat starts.
 
-        A bad setting or a missing library ends the process with one line naming it.
+        A bad setting, a missing library or a schema behind or ahead of the release ends
+        the process with one line naming it. A store not migrated yet, or not answering,
+        does not: the run records wait in the backlog until it is.
         """
         try:
             self.store.database.engine  # noqa: B018 - loads the driver; does not connect
             check_broker(self.app)
+            self.store.database.require_schema(__version__)
+        except SchemaMismatch as exc:
+            if exc.fit is not Fit.EMPTY:
+                raise SystemExit(f"Error: {exc}") from None
+            logger.warning("bridge: %s; run records wait for it", exc)
         except BridgeError as exc:
             raise SystemExit(f"Error: {exc}") from None
+        except DatabaseError as exc:
+            logger.warning(
+                "bridge: database unreachable as the worker starts (%s); its schema is not checked",
+                error_reason(exc),
+            )
 
     # -- which tasks are ours -----------------------------------------------
 
@@ -278,8 +292,16 @@ class Recorder:
         values: Mapping[str, Any],
         queued: bool = False,
     ) -> None:
-        """Queue a status change; the backlog's thread writes it, with those made meanwhile."""
-        external = headers is not None and not sent_by_bridge(headers)
+        """Queue a status change; the backlog's thread writes it, with those made meanwhile.
+
+        Any change of a task the bridge did not send may create its record, not only the
+        receipt: the pool child's ``STARTED`` and ``SUCCESS`` (whose request shows no
+        headers at all when the message carries none of its own) can reach the database
+        before the main process's ``RECEIVED``, and would find no record to update.
+        Creating it skips a record that exists, so a bridge run whose headers a killed
+        child's failure lacks is only updated.
+        """
+        external = self.settings.record_all_tasks and not sent_by_bridge(headers)
         self.backlog.add(
             Change(
                 run_id,

@@ -30,14 +30,16 @@ def upgrade() -> None:
             sa.Column("alert_count", sa.Integer(), nullable=False, server_default="0")
         )
         batch_op.add_column(sa.Column("pruned_through", sa.DateTime(timezone=True), nullable=True))
-    op.create_index(
-        "ix_periodic_task_trouble",
-        "periodic_task",
-        ["id"],
-        unique=False,
-        postgresql_where=sa.text("failure_streak > 0 OR broken"),
-        sqlite_where=sa.text("failure_streak > 0 OR broken"),
-    )
+    mysql = op.get_bind().dialect.name == "mysql"
+    if not mysql:  # without its WHERE, the index would repeat the primary key
+        op.create_index(
+            "ix_periodic_task_trouble",
+            "periodic_task",
+            ["id"],
+            unique=False,
+            postgresql_where=sa.text("failure_streak > 0 OR broken"),
+            sqlite_where=sa.text("failure_streak > 0 OR broken"),
+        )
     if op.get_bind().dialect.name == "postgresql":
         op.create_index(
             "ix_periodic_task_name_pattern",
@@ -79,8 +81,20 @@ def upgrade() -> None:
         sa.Column("alerts", sa.Integer(), nullable=False, server_default="0"),
         sa.Column("recovery_sent_at", sa.DateTime(timezone=True), nullable=True),
         sa.Column("claimed_until", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("message", sa.Text(), nullable=False, server_default=""),
-        sa.Column("runs", sa.Text(), nullable=False, server_default="[]"),
+        sa.Column("message", sa.Text(), nullable=False, server_default=_text_default("")),
+        sa.Column("runs", sa.Text(), nullable=False, server_default=_text_default("[]")),
+        *(
+            # MySQL has no partial index: the open incidents' subjects, NULL once closed.
+            [
+                sa.Column(
+                    "open_subject",
+                    sa.String(length=64),
+                    sa.Computed("CASE WHEN closed_at IS NULL THEN subject END", persisted=True),
+                )
+            ]
+            if mysql
+            else []
+        ),
         sa.ForeignKeyConstraint(
             ["periodic_task_id"],
             ["periodic_task.id"],
@@ -92,7 +106,7 @@ def upgrade() -> None:
     op.create_index(
         "ix_incident_open",
         "incident",
-        ["kind", "subject"],
+        ["kind", "open_subject" if mysql else "subject"],
         unique=True,
         postgresql_where=sa.text("closed_at IS NULL"),
         sqlite_where=sa.text("closed_at IS NULL"),
@@ -100,12 +114,18 @@ def upgrade() -> None:
     op.create_index("ix_incident_closed_at", "incident", ["closed_at"], unique=False)
 
 
+def _text_default(value: str) -> str | sa.TextClause:
+    """A text column's default: MySQL takes one only as an expression, in parentheses."""
+    return sa.text(f"('{value}')") if op.get_bind().dialect.name == "mysql" else value
+
+
 def downgrade() -> None:
     op.drop_index("ix_incident_closed_at", table_name="incident")
     op.drop_index("ix_incident_open", table_name="incident")
     op.drop_table("incident")
     op.drop_table("schedule_tally")
-    op.drop_index("ix_periodic_task_trouble", table_name="periodic_task")
+    if op.get_bind().dialect.name != "mysql":
+        op.drop_index("ix_periodic_task_trouble", table_name="periodic_task")
     if op.get_bind().dialect.name == "postgresql":
         op.drop_index("ix_periodic_task_name_pattern", table_name="periodic_task")
     with op.batch_alter_table("periodic_task", schema=None) as batch_op:

@@ -28,6 +28,10 @@ from bridge.errors import RunSkipped, SendFailed
 from bridge.rules.runs import run_id_for
 from bridge.storage.database import Database, database_for
 from bridge.storage.models import PeriodicTask, TaskExecution
+from tests.clock import next_offset_change
+from tests.support import on_every_store
+
+pytestmark = on_every_store
 
 QUICK = "workers.app.quick"
 PARIS = ZoneInfo("Europe/Paris")
@@ -279,18 +283,23 @@ def test_add_disabled_then_remove(api: Bridge) -> None:
 def test_next_runs_of_a_cron_across_a_dst_change(api: Bridge) -> None:
     """next_runs gives exact instants; 09:00 Paris is 08:00 UTC in winter, 07:00 in summer.
 
-    The schedule starts just before the change (Paris moves on 28 March 2027), and
+    The schedule starts a day and a half before Paris's next move to summer time, and
     its first run is the start bound's, not the timer's next after now.
     """
-    start = "2027-03-26T12:00:00+00:00"
+    change = utcnow()
+    while change.astimezone(PARIS).utcoffset() != timedelta(hours=1):  # summer now
+        change = next_offset_change(PARIS, change)
+    change = next_offset_change(PARIS, change)  # the Sunday morning Paris moves ahead
+    eve = datetime.combine(change.date() - timedelta(days=1), time(), UTC)
+    start = eve - timedelta(hours=12)
     api.add("dst", task=QUICK, timer="0 9 * * *", timezone="Europe/Paris", start=start)
     assert api.next_runs("dst", count=4) == [
-        datetime(2027, 3, 27, 8, 0, tzinfo=UTC),
-        datetime(2027, 3, 28, 7, 0, tzinfo=UTC),
-        datetime(2027, 3, 29, 7, 0, tzinfo=UTC),
-        datetime(2027, 3, 30, 7, 0, tzinfo=UTC),
+        eve + timedelta(hours=8),
+        eve + timedelta(days=1, hours=7),
+        eve + timedelta(days=2, hours=7),
+        eve + timedelta(days=3, hours=7),
     ]
-    assert api.next_runs("dst", count=1) == [datetime(2027, 3, 27, 8, 0, tzinfo=UTC)]
+    assert api.next_runs("dst", count=1) == [eve + timedelta(hours=8)]
 
 
 def test_next_runs_of_a_one_shot_stops_after_its_instant(api: Bridge) -> None:

@@ -9,6 +9,7 @@ exactly what the import of a missing package raises.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -48,6 +49,12 @@ def test_refused_in_one_line_naming_the_field_and_nothing_written(env: Env) -> N
         (["history", "job", "--limit", HUGE], "limit", HUGE),
         (["next", "job", "--count", "100000000"], "count", "100000000"),
         (["next", "job", "--count", "lots"], "count", "lots"),
+        # Names the zone database answers that are no zone to keep, and no zone at all.
+        *(
+            ([*add, "--timezone", zone], "timezone", repr(zone))
+            for zone in ("", "localtime", "Factory", "posix/Europe/Paris", "right/UTC")
+        ),
+        (["edit", "job", "--timezone", "localtime"], "timezone", "'localtime'"),
         # Names a table, a log line or a shell would not show as they are.
         (["add", "two\nlines", "--task", QUICK, "--timer", "@daily"], "name", "two\\nlines"),
         (["add", " padded", "--task", QUICK, "--timer", "@daily"], "name", "' padded'"),
@@ -56,7 +63,9 @@ def test_refused_in_one_line_naming_the_field_and_nothing_written(env: Env) -> N
         (["ls", "--bogus"], "--bogus", "--bogus"),
         (["nosuch"], "nosuch", "nosuch"),
         (["show"], "NAME", "Missing argument"),
-        (["add", "new", "--timer", "@daily"], "task", "--task"),
+        # A required option left out: what it takes, not "got None".
+        (["add", "new", "--timer", "@daily"], "task", "got nothing, expected --task with a"),
+        (["add", "new", "--task", QUICK], "timer", "got nothing, expected --timer with a 5-field"),
         # Changes that change nothing.
         (["edit", "job"], "nothing to change", "--timer"),
         (["pause", "held"], "name", "'held'"),
@@ -103,7 +112,7 @@ def test_a_bad_setting_or_database_url_is_one_line(embedded_env: Env) -> None:
     cases = [
         ({"BRIDGE_LEASE_SECONDS": "soon"}, "bridge_lease_seconds", "'soon', expected a number"),
         ({"BRIDGE_WORKER_TIMEOUT": "-5"}, "bridge_worker_timeout", "'-5'"),
-        ({"BRIDGE_DATABASE_URL": "mysql://root:secret@db/app"}, "bridge_database_url", "mysql"),
+        ({"BRIDGE_DATABASE_URL": "oracle://root:secret@db/app"}, "bridge_database_url", "oracle"),
         ({"BRIDGE_DATABASE_URL": "not a url"}, "bridge_database_url", "'not a url'"),
     ]
     for environ, field, value in cases:
@@ -141,10 +150,11 @@ def test_a_missing_extra_is_named_at_migrate_beat_start_and_first_send(
     postgres = "pip install 'celery-periodic-bridge[postgres]'"
     redis = "pip install 'celery-periodic-bridge[redis]'"
 
-    result = env.cli("migrate", check=False, **no_psycopg)
+    # A library hidden from a process of its own: this process has it loaded.
+    result = env.cli("migrate", check=False, process=True, **no_psycopg)
     assert_one_line_error(result, "bridge_database_url", postgres)
     for hidden in (no_redis, no_packaging):
-        result = env.cli("run", "job", check=False, **hidden)
+        result = env.cli("run", "job", check=False, process=True, **hidden)
         assert_one_line_error(result, "broker_url", redis)
     assert rows(env.database_url, "SELECT id FROM task_execution") == []
 
@@ -152,3 +162,48 @@ def test_a_missing_extra_is_named_at_migrate_beat_start_and_first_send(
         beat = env.start("beat", **hidden)
         assert beat.popen.wait(60) == 1, beat.log
         assert remedy in beat.log and "Traceback" not in beat.log, beat.log
+
+
+def test_text_and_json_no_store_can_keep_are_refused_at_the_cli_and_import(pg_env: Env) -> None:
+    """Lone surrogates (a byte that is not UTF-8 in an argument arrives as one), NUL,
+    NaN and Infinity: each refused naming its field, with nothing written, by the CLI and
+    by ``bridge import``; the schedule reads back as it was."""
+    env = pg_env
+    env.cli("add", "job", "--task", QUICK, "--timer", "every 1h", "--kwargs", '{"a": "é"}')
+    before = schedules(env), rows(env.database_url, "SELECT * FROM audit_log ORDER BY id")
+    add = ["add", "new", "--task", QUICK, "--timer", "@daily"]
+    refusals: list[tuple[list[str], str, str]] = [
+        ([*add, "--kwargs", '{"a": NaN}'], "kwargs", "NaN"),
+        ([*add, "--args", "[Infinity]"], "args", "Infinity"),
+        ([*add, "--args", '["\\udfff"]'], "args", "udfff"),
+        ([*add, "--options", '{"headers": {"h": "\\u0000"}}'], "options", "u0000"),
+        ([*add, "--queue", "q\udcff"], "queue", "udcff"),
+        ([*add, "--jitter", "nan"], "jitter", "nan"),
+        (["add", "bad\udcff", "--task", QUICK, "--timer", "@daily"], "name", "udcff"),
+        (["edit", "job", "--kwargs", '{"\\ud800": 1}'], "kwargs", "ud800"),
+        (["edit", "job", "--timer", "every 1h\udcff"], "timer", "udcff"),
+        (["pause", "job", "--note", "away\udcff"], "note", "udcff"),
+        (["show", "job\udcff"], "name", "udcff"),
+        (["ls", "--prefix", "j\udcff"], "prefix", "udcff"),
+    ]
+    results = run_all(env, [args for args, _, _ in refusals])
+    for (_args, field, value), result in zip(refusals, results, strict=True):
+        assert_one_line_error(result, field, value)
+        assert "Traceback" not in result.stderr
+    head = f'{{"task": "{QUICK}", "timer": "@daily", '
+    lines = [
+        head + '"name": "i1", "kwargs": {"a": NaN}}',
+        head + '"name": "i2", "args": ["\\udfff"]}',
+        head + '"name": "i3", "jitter": Infinity}',
+        head + '"name": "i4\\u0000"}',
+        "[" * 5000 + "]" * 5000,
+    ]
+    path = env.workdir / "hostile.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    imported = env.cli("import", str(path), check=False)
+    assert imported.returncode == 1, imported.stderr
+    assert imported.stdout == "created 0, updated 0, unchanged 0, refused 5\n"
+    assert "Traceback" not in imported.stderr
+    assert (schedules(env), rows(env.database_url, "SELECT * FROM audit_log ORDER BY id")) == before
+    shown = json.loads(env.cli("show", "job", "--json").stdout)
+    assert shown["kwargs"] == {"a": "é"}

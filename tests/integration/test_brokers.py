@@ -74,9 +74,12 @@ def test_a_run_no_worker_received_ends_expired_within_seconds(any_env: Env) -> N
 
     ended = wait_for(lambda: (r := first_ended()) and r["status"] in FINAL and r, 30, what="end")
     assert (ended["status"], ended["error"], ended["started_at"]) == ("REVOKED", "expired", None)
-    # Its message expired at the following occurrence, two seconds on.
+    # Its message expired at the following occurrence, two seconds on; or, when a busy beat
+    # sent it less than a second before that occurrence, a second after it was sent (the
+    # least a message is given).
     expires = ts(ended["expires_at"])
-    assert expires is not None and expires - ended["plan_time"] == 2 * SEC, ended
+    following = ended["plan_time"] + 2 * SEC
+    assert expires is not None and following <= expires < following + 3 * SEC, ended
     # Two seconds of grace for a worker that took it just in time, one of polling, and slack.
     assert ended["finished_at"] - expires <= 4.5 * SEC, ended
     assert f"run {first['id']} of 'exp' ended REVOKED: expired before a worker received it" in (
@@ -130,8 +133,11 @@ def test_a_batch_reaches_the_worker_once_each_with_priority_and_routing(
     """Beat's batched publish over RabbitMQ: each of many runs due together arrives once."""
     env = pg_rabbitmq_env
     names = [f"batch-{i:02}" for i in range(40)]
+    # Catch-up all: a beat a busy machine makes more than an interval late still sends each
+    # occurrence (under latest it would send the latest alone), so none may be missing.
     for name in names:
-        add(env, name, "quick", "every 2s", "--overlap", "allow", "--expires", "never")
+        add(env, name, "quick", "every 2s", "--overlap", "allow", "--expires", "never",
+            "--catchup", "all")  # fmt: skip
     add(env, "prio", "delivery", "every 2s", "--options", json.dumps({"priority": 7}))
     add(env, "routed", "delivery", "every 2s", "--queue", "reports")
     start_worker(env, 8)
@@ -222,7 +228,8 @@ def test_a_runs_message_is_the_one_send_task_composes(
 
     app.conf.task_routes = [by_schedule]
 
-    @app.task(name="tests.routed", time_limit=30, priority=3)
+    # Not shared: apps made later in this process (other tests') must not be given it.
+    @app.task(name="tests.routed", time_limit=30, priority=3, shared=False)
     def routed(*args: object, **kwargs: object) -> None: ...
 
     app.finalize()

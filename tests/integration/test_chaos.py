@@ -18,9 +18,9 @@ import pytest
 
 from tests.support import PG_ADMIN_URL, REPO, port_open, unavailable
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
-#: Its own Redis database: the other integration tests flush theirs (9).
+#: Its own Redis database: the other integration tests flush theirs (8 to 11).
 REDIS_URL = os.environ.get("BRIDGE_TEST_CHAOS_REDIS_URL", "redis://127.0.0.1:6379/13")
 DURATION = 60
 #: Half the bench's default: on a 2-core machine 100 runs a second plus a beat

@@ -12,11 +12,13 @@ Screenshots of the main pages are taken on the way; with
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -31,7 +33,7 @@ from tests.support import (
     wait_for,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_dashboard")]
 
 ADMIN = "dashboard-admin-token-0123456789"
 READ = "dashboard-read-token-0123456789"
@@ -137,6 +139,11 @@ def test_signing_in_sets_a_secure_http_only_session(site: Site) -> None:
         "Strict",
     )
     assert ADMIN not in cookie["value"]
+    # Signing out posts the page's CSRF token with it, and ends the session.
+    page.get_by_role("button", name="Sign out").click()
+    page.wait_for_url(site.url + "/login")
+    page.goto(site.url + "/schedules")
+    assert page.url.startswith(site.url + "/login")
     context.close()
 
 
@@ -146,10 +153,12 @@ def test_the_list_shows_next_runs_in_the_browsers_zone(site: Site) -> None:
     if noon <= datetime.now(UTC):
         noon += timedelta(days=1)
     shown = {}
-    for zone, expected in (
-        ("Europe/Berlin", "01:00:00 PM GMT+1"),
-        ("Asia/Tokyo", "09:00:00 PM GMT+9"),
-    ):
+    for zone in ("Europe/Berlin", "Asia/Tokyo"):
+        # The next noon in that zone, as the browser words it: Berlin's offset is +1 or +2
+        # by the season of that noon.
+        local = noon.astimezone(ZoneInfo(zone))
+        offset = local.utcoffset() or timedelta(0)
+        expected = f"{local:%I:%M:%S %p} GMT+{offset // timedelta(hours=1)}"
         page = site.page(zone=zone)
         page.goto(site.url + "/schedules?q=noon")
         row = page.locator("tr[data-schedule='noon-utc']")
@@ -170,8 +179,25 @@ def test_a_firing_schedule_shows_its_runs_without_a_reload(site: Site) -> None:
     # The list refreshes itself every 10 s: the runs appear without navigating.
     success = row.locator(".tick.status-success").first
     success.wait_for(timeout=40_000)
-    # What hovering the tick says (the row's last status may already be a newer run's).
-    assert (success.get_attribute("title") or "").endswith(" UTC: SUCCESS")
+    # What hovering the tick says (the row's last status may already be a newer run's): the
+    # time in the browser's zone (Berlin's), as every time of the page.
+    assert re.search(r" GMT\+[12]: SUCCESS$", success.get_attribute("title") or "")
+    assert success.inner_text() == "✓"
+    # Every status has a mark of its own, and the legend says which.
+    legend = page.locator("#strip-legend .entry").all_inner_texts()
+    marks = [entry.split()[0] for entry in legend]
+    assert [entry.split()[1] for entry in legend] == [
+        "PENDING",
+        "SENT",
+        "RECEIVED",
+        "STARTED",
+        "RETRY",
+        "SUCCESS",
+        "FAILURE",
+        "REVOKED",
+        "LOST",
+    ]
+    assert len(set(marks)) == len(marks) == 9
     assert page.url == site.url + "/schedules?q=firing"
     site.api.post("/api/v1/schedules/firing/pause")
     page.goto(site.url + "/schedules")
@@ -241,6 +267,58 @@ def test_pause_resume_run_and_cancel_from_the_page(site: Site) -> None:
     ]
 
 
+def test_a_retry_is_listed_first_and_offered_on_the_latest_attempt_only(site: Site) -> None:
+    site.add("retried", task="workers.app.fail")
+    failed = site.api.post("/api/v1/schedules/retried/run").json()
+    wait_for(
+        lambda: site.api.get(f"/api/v1/runs/{failed['id']}").json()["status"] == "FAILURE",
+        30,
+        what="the run to fail",
+    )
+    page = site.page()
+    page.goto(site.url + "/schedules/retried")
+    page.locator(f"tr[data-run='{failed['id']}']").get_by_role("button", name="Retry").click()
+    retry = wait_for(
+        lambda: next((r for r in site.runs("retried") if r["attempt"] == 2), None),
+        30,
+        what="the retry sent from the page",
+    )
+    assert site.runs("retried")[0]["id"] == retry["id"]
+    assert retry["plan_time"] == failed["plan_time"]
+    wait_for(
+        lambda: site.api.get(f"/api/v1/runs/{retry['id']}").json()["status"] == "FAILURE",
+        30,
+        what="the retry to fail",
+    )
+    page.goto(site.url + "/schedules/retried")
+    assert page.locator("tr[data-run]").evaluate_all(
+        "rows => rows.map(row => row.dataset.run)"
+    ) == [retry["id"], failed["id"]]
+    replaced = page.locator(f"tr[data-run='{failed['id']}']")
+    assert replaced.get_by_role("button", name="Retry").count() == 0
+    latest = page.locator(f"tr[data-run='{retry['id']}']")
+    assert latest.get_by_role("button", name="Retry").count() == 1
+
+
+def test_a_one_shot_that_ran_shows_finished_not_paused(site: Site) -> None:
+    at = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
+    site.add("one-time", timer=f"at {at.isoformat()}")
+    wait_for(
+        lambda: site.api.get("/api/v1/schedules/one-time").json()["health"] == "finished",
+        60,
+        what="the one-shot to finish",
+    )
+    page = site.page()
+    page.goto(site.url + "/schedules?state=finished")
+    row = page.locator("tr[data-schedule='one-time']")
+    assert row.locator(".badge.health-finished").first.inner_text() == "finished"
+    assert row.locator(".badge.health-paused").count() == 0
+    page.goto(site.url + "/schedules/one-time")
+    assert "paused" not in page.locator("main").inner_text()
+    page.goto(site.url + "/")
+    assert page.locator(".count.health-finished .number").inner_text() != "0"
+
+
 def test_a_bad_cron_is_shown_beside_its_field_and_nothing_is_written(site: Site) -> None:
     page = site.page()
     page.goto(site.url + "/new")
@@ -258,8 +336,52 @@ def test_a_bad_cron_is_shown_beside_its_field_and_nothing_is_written(site: Site)
     assert site.api.get("/api/v1/schedules/typo").status_code == 404
     page.get_by_label("timer", exact=True).fill("*/5 * * * *")
     page.get_by_role("button", name="Create").click()
-    page.wait_for_url(site.url + "/schedules/typo?done=created+typo")
+    page.wait_for_url(re.compile(re.escape(site.url + "/schedules/typo?done=created+typo&sig=")))
+    assert page.locator(".flash.ok").inner_text() == "created typo"
     assert site.api.get("/api/v1/schedules/typo").json()["timer"] == "*/5 * * * *"
+
+
+#: For each checkbox of a page: the gap from its box to its label's words, and whether
+#: the two share a line.
+CHECKBOX_GAPS = """() => [...document.querySelectorAll("label input[type=checkbox]")].map(box => {
+  const words = document.createRange();
+  words.selectNodeContents(box.closest("label"));
+  words.setStartAfter(box);
+  const own = box.getBoundingClientRect(), text = words.getBoundingClientRect();
+  return [box.name, text.left - own.right, own.top < text.bottom && text.top < own.bottom];
+})"""
+
+
+def test_each_checkbox_sits_by_its_words(site: Site) -> None:
+    site.add("boxed")
+    page = site.page()
+    for path, names in (
+        ("/new", ["allow_unknown_task", "enabled"]),
+        ("/schedules/boxed/edit", ["allow_unknown_task"]),
+    ):
+        page.goto(site.url + path)
+        gaps = page.evaluate(CHECKBOX_GAPS)
+        assert [name for name, _, _ in gaps] == names, path
+        for name, gap, same_line in gaps:
+            assert 0 <= gap <= 12 and same_line, (path, name, gap)
+
+
+def test_a_link_cannot_put_words_in_the_pages_messages(site: Site) -> None:
+    site.add("flashed")
+    page = site.page()
+    for path in (
+        "/?error=Your+token+expired%2C+sign+in+at+evil.example",
+        "/schedules/flashed?done=ok&sig=0",
+    ):
+        page.goto(site.url + path)
+        assert page.locator(".flash.bad, .flash.ok").count() == 0, path
+        assert "evil.example" not in page.content()
+    # What the server says after an action is still shown: a refusal in red.
+    page.goto(site.url + "/schedules/flashed")
+    page.get_by_label("From", exact=True).fill("yesterday")
+    page.get_by_label("To", exact=True).fill("2026-11-02T00:00:00+00:00")
+    page.get_by_role("button", name="Backfill").click()
+    assert page.locator(".flash.bad").inner_text().startswith("from: got 'yesterday'")
 
 
 def test_a_read_only_session_sees_no_action_and_is_refused_one(site: Site) -> None:
@@ -268,12 +390,47 @@ def test_a_read_only_session_sees_no_action_and_is_refused_one(site: Site) -> No
     page.goto(site.url + "/schedules/look-only")
     assert page.get_by_role("button", name="Pause").count() == 0
     assert page.get_by_role("link", name="New schedule").count() == 0
+    assert page.get_by_role("link", name="Edit").count() == 0
+    # No page shows it a form it could not submit, nor a run action.
+    for path in ("/new", "/schedules/look-only/edit"):
+        response = page.goto(site.url + path)
+        assert response is not None and response.status == 403, path
+        assert page.locator("main form").count() == 0, path
+        assert "needs the admin token" in page.locator("main").inner_text(), path
+    for path in ("/", "/schedules", "/schedules/look-only"):
+        page.goto(site.url + path)
+        assert page.locator("main form[method=post]").count() == 0, path
     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
     refused = httpx.post(
         site.url + "/schedules/look-only/pause", data={"note": "x"}, cookies=cookies
     )
     assert refused.status_code == 403
     assert site.api.get("/api/v1/schedules/look-only").json()["enabled"] is True
+
+
+def test_a_field_no_form_has_is_refused_naming_it(site: Site) -> None:
+    site.add("strict-form")
+    page = site.page()
+    page.goto(site.url + "/schedules/strict-form")
+    csrf = page.locator("input[name=csrf]").first.get_attribute("value")
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    posted = httpx.post(
+        site.url + "/schedules/strict-form/pause",
+        data={"csrf": csrf, "note": "x", "nte": "typo"},
+        cookies=cookies,
+    )
+    assert posted.status_code == 303
+    page.goto(site.url + posted.headers["location"])
+    assert page.locator(".flash.bad").inner_text().startswith("nte: got 'typo', expected a field")
+    assert site.api.get("/api/v1/schedules/strict-form").json()["enabled"] is True
+    created = httpx.post(
+        site.url + "/new",
+        data={"csrf": csrf, "name": "n", "task": "workers.app.quick", "timer": "@daily", "x": "1"},
+        cookies=cookies,
+    )
+    assert created.status_code == 422
+    assert "x: got &#39;1&#39;, expected a field of this form" in created.text
+    assert site.api.get("/api/v1/schedules/n").status_code == 404
 
 
 def test_a_form_from_another_site_is_refused(site: Site) -> None:
@@ -304,3 +461,69 @@ def test_keyboard_labels_phone_width_and_weight(site: Site) -> None:
     assets = [httpx.get(f"{site.url}/static/bridge.{kind}").content for kind in ("css", "js")]
     assert len(page.content().encode()) + sum(map(len, assets)) < 300_000
     site.shoot(page, "schedules-phone")
+
+
+def watched(site: Site, zone: str = "Europe/Berlin") -> tuple[Any, list[str], list[str]]:
+    """A new page whose console messages and requested addresses are kept, before any
+    navigation."""
+    context = site.browser.new_context(timezone_id=zone, locale="en-US")
+    page = context.new_page()
+    page.on("dialog", lambda dialog: dialog.accept())
+    console: list[str] = []
+    requested: list[str] = []
+    page.on("console", lambda message: console.append(f"{message.type}: {message.text}"))
+    page.on("request", lambda request: requested.append(request.url))
+    return page, console, requested
+
+
+def test_the_api_page_renders_every_operation_from_this_server_only(site: Site) -> None:
+    """Swagger UI 5 reads the OpenAPI 3.1 document, under the server's CSP, and asks no
+    other host for anything."""
+    document = site.api.get("/openapi.json").json()
+    operations = sum(len(methods) for methods in document["paths"].values())
+    page, console, requested = watched(site)
+    page.goto(site.url + "/docs")
+    page.locator(".opblock").first.wait_for()
+    assert page.locator(".opblock").count() == operations
+    assert "Unable to render" not in page.content()
+    create = page.locator(".opblock-post", has_text="/api/v1/schedules").first
+    create.locator(".opblock-summary").click()
+    assert create.locator(".responses-table").first.is_visible()
+    for status in ("201", "400", "409", "422"):
+        assert create.locator(f"tr.response[data-code='{status}']").count() == 1, status
+    site.shoot(page, "api-docs")
+    assert not [message for message in console if message.startswith("error")], console
+    elsewhere = [url for url in requested if not url.startswith((site.url, "data:"))]
+    assert not elsewhere
+
+
+def test_the_dashboard_works_under_its_content_security_policy(site: Site) -> None:
+    """No page needs an inline script: the browser reports no violation of the policy while
+    a person reads every page and acts on a schedule, and no other site can frame a page."""
+    site.add("policed")
+    page, console, _ = watched(site)
+    page.goto(site.url + "/")
+    page.get_by_label("API token (admin or read-only)").fill(ADMIN)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(site.url + "/")
+    for path in ("/", "/schedules", "/new", "/schedules/policed", "/schedules/policed/edit"):
+        page.goto(site.url + path)
+        # The script ran: times and the zone are the browser's own.
+        assert page.locator("[data-zone]").first.inner_text() == "Europe/Berlin", path
+    page.goto(site.url + "/schedules/policed")
+    page.get_by_role("button", name="Pause").click()  # through the script's confirmation
+    assert "paused" in page.locator(".flash.ok").inner_text()
+    assert not [m for m in console if "Content Security Policy" in m or m.startswith("error")]
+    # A page of another origin that frames the dashboard gets nothing.
+    framing, framing_console, _ = watched(site)
+    framing.set_content(f'<iframe src="{site.url}/login"></iframe>')
+    frame = framing.frames[-1]
+    wait_for(
+        lambda: (
+            any("frame-ancestors" in message for message in framing_console)
+            or frame.url == "chrome-error://chromewebdata/"
+        ),
+        30,
+        what="the browser to refuse the frame",
+    )
+    assert frame.url != f"{site.url}/login" or frame.locator("form").count() == 0

@@ -17,9 +17,10 @@ from tests.support import Env, rows, wait_for
 pytestmark = pytest.mark.e2e
 
 
-@pytest.fixture(params=["pg_env", "embedded_env"])
+@pytest.fixture(params=["pg_env", "mariadb_env", "embedded_env"])
 def env(request: pytest.FixtureRequest) -> Env:
-    """PostgreSQL + Redis, and the embedded default (SQLite + filesystem broker)."""
+    """PostgreSQL + Redis, MariaDB + Redis, and the embedded default (SQLite + filesystem
+    broker)."""
     return request.getfixturevalue(request.param)
 
 

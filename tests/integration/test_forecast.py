@@ -29,6 +29,8 @@ from bridge.storage.models import PeriodicTask
 from tests.integration.test_policies import SEC, add, history, iso, now, ts
 from tests.support import Env, wait_for
 
+pytestmark = pytest.mark.xdist_group("test_forecast")
+
 #: The beat instance the property test plays.
 INSTANCE = "forecast-test:1:0"
 LEASE = timedelta(seconds=30)

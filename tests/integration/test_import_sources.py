@@ -25,7 +25,7 @@ import pytest
 from .. import support
 from ..support import REPO, Env, rows, wait_for
 
-pytestmark = [pytest.mark.e2e, pytest.mark.redis]
+pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.xdist_group("test_import_sources")]
 
 PEERS = REPO / "tests" / "peers"
 REQUIREMENTS = REPO / "bench" / "peers" / "requirements.txt"

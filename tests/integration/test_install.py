@@ -4,7 +4,7 @@ The sdist is built, the wheel is built from the sdist, and the wheel is
 installed into new virtual environments exactly as the README's install
 line says (its extras, nothing of the test or development ones, no editable
 install). There, with that environment's own ``celery`` and a small project
-of the user's own (the README's "Using it in your project"), a real worker
+of the user's own (the README's "Your first schedule"), a real worker
 and ``celery beat -S bridge`` run a schedule to ``SUCCESS``: on PostgreSQL
 with Redis and with RabbitMQ, on the embedded default (SQLite and the
 filesystem broker) with no extra at all, with every direct dependency at
@@ -42,7 +42,7 @@ from tests.support import (
     wait_for,
 )
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_install")]
 
 #: The oldest and the newest Python the project supports (see README and pyproject's
 #: classifiers).
@@ -217,7 +217,14 @@ class Project:
         self.processes: list[CeleryProcess] = []
 
     def celery(self, *args: str) -> subprocess.CompletedProcess[str]:
-        command = [str(self.venv.bin / "celery"), "-A", "proj", *args]
+        return self.run(str(self.venv.bin / "celery"), "-A", "proj", *args)
+
+    def python(self, code: str) -> subprocess.CompletedProcess[str]:
+        """Run ``code`` with the venv's Python in the project folder."""
+        return self.run(str(self.venv.bin / "python"), "-c", code)
+
+    def run(self, *command: str) -> subprocess.CompletedProcess[str]:
+        """Run ``command`` in the project folder with its environment; it must succeed."""
         result = subprocess.run(
             command, cwd=self.folder, env=self.environ, capture_output=True, text=True, timeout=120
         )
@@ -242,7 +249,7 @@ def runs_on(venv: Venv, folder: Path, database_url: str, broker_url: str) -> Pro
     """The README's steps in the user's project: migrate, add, worker, beat, runs SUCCESS."""
     project = Project(venv, folder, database_url, broker_url)
     try:
-        assert "is at the latest schema" in project.celery("bridge", "migrate").stdout
+        assert ": migrated from nothing to " in project.celery("bridge", "migrate").stdout
         project.celery(
             "bridge", "add", "hello", "--task", "proj.add", "--timer", "every 2s",
             "--kwargs", '{"x": 1, "y": 2}',
@@ -254,12 +261,21 @@ def runs_on(venv: Venv, folder: Path, database_url: str, broker_url: str) -> Pro
         def succeeded() -> list[dict[str, object]]:
             return [r for r in project.history("hello") if r["status"] == "SUCCESS"]
 
-        done = wait_for(lambda: len(succeeded()) >= 2 and succeeded(), 90, what="two runs")
+        # Each look is a celery process of the venv's (a second or more of CPU): a few
+        # seconds apart, they leave the machine to the worker and beat being waited on.
+        done = wait_for(
+            lambda: len(succeeded()) >= 2 and succeeded(), 90, interval=3, what="two runs"
+        )
         # An occurrence that passed while the worker started fires as a catch-up.
         assert all(r["result"] == "3" for r in done), done
         assert {r["trigger"] for r in done} <= {"scheduled", "catchup"}, done
         run_id = project.celery("bridge", "run", "hello").stdout.split()[-1]
-        wait_for(lambda: any(r["id"] == run_id for r in succeeded()), 60, what="the manual run")
+        wait_for(
+            lambda: any(r["id"] == run_id for r in succeeded()),
+            60,
+            interval=3,
+            what="the manual run",
+        )
         logs = worker.log + beat.log
         assert "Traceback" not in logs and "ModuleNotFoundError" not in logs, logs[-3000:]
     except BaseException:
@@ -342,7 +358,16 @@ def test_every_command_has_help(readme_venv: Venv, tmp_path: Path) -> None:
     listing = project.celery("bridge", "--help").stdout
     for command in commands:
         assert f"  {command} " in listing, command
-        assert project.celery("bridge", command, "--help").stdout.startswith("Usage: ")
+    # Each command's help, through the same celery command line and its plugins, in one
+    # process of the venv's rather than one each.
+    helps = project.python(
+        "from celery.bin.celery import celery\n"
+        "from click.testing import CliRunner\n"
+        f"for command in {commands!r}:\n"
+        "    result = CliRunner().invoke(celery, ['-A', 'proj', 'bridge', command, '--help'])\n"
+        "    print(command, result.exit_code, result.output.startswith('Usage: '))\n"
+    ).stdout
+    assert helps.splitlines() == [f"{command} 0 True" for command in commands]
 
 
 def test_every_module_imports_with_only_what_its_extra_installs(
@@ -369,6 +394,8 @@ def test_every_module_imports_with_only_what_its_extra_installs(
     ]
 
 
+# Needs only the wheel: beside the tests sharing the module's virtualenvs, not after them.
+@pytest.mark.xdist_group("test_install_pythons")
 def test_the_lowest_allowed_versions(dist: Dist, tmp_path: Path) -> None:
     """Every direct dependency at the lower bound pyproject.toml gives it, Flower's
     included, on the oldest supported Python whichever Python runs the tests."""
@@ -397,6 +424,8 @@ def test_the_lowest_allowed_versions(dist: Dist, tmp_path: Path) -> None:
         serves(project)
 
 
+# Needs only the wheel: beside the tests sharing the module's virtualenvs, not after them.
+@pytest.mark.xdist_group("test_install_pythons")
 def test_the_newest_supported_python(dist: Dist, tmp_path: Path) -> None:
     python = interpreter(NEWEST_PYTHON)
     venv = make_venv(tmp_path / "env", python, with_extras(dist.wheel, readme_install_line()))

@@ -21,7 +21,9 @@ from bridge.storage.database import Database
 from bridge.storage.housekeeping import Housekeeping
 from bridge.storage.models import PeriodicTask, TaskExecution
 from bridge.storage.presence import InstanceLock
-from tests.support import wait_for
+from tests.support import on_every_store, wait_for
+
+pytestmark = on_every_store
 
 LEASE = timedelta(seconds=30)
 QUICK = "workers.app.quick"

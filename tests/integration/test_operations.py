@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from celery import Celery
-from sqlalchemy import delete, insert, update
+from sqlalchemy import delete, event, insert, update
 
 from bridge import Bridge, ValidationError
 from bridge.beat.sync import sync_beat_schedule
@@ -22,7 +22,7 @@ from bridge.rules.records import OPEN, Change
 from bridge.storage.database import database_for
 from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution
 from bridge.storage.records import RecordStore
-from tests.support import rows
+from tests.support import on_every_store, rows
 
 QUICK = "workers.app.quick"
 QUEUE = f"operations-test-{uuid.uuid4().hex[:8]}"
@@ -366,7 +366,8 @@ def test_an_alert_claim_is_given_back_when_it_cannot_be_sent(api: Bridge, migrat
 
 
 def test_a_backfill_does_not_resend_what_retention_pruned(sender: Bridge, migrated: str) -> None:
-    from bridge.storage.retention import Limits, Retention
+    from bridge.rules.retention import Limits
+    from bridge.storage.retention import Flagged, Retention
 
     schedule = add(sender, "kept-short", timer="0 * * * *", allow_unknown_task=True)
     end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
@@ -375,8 +376,9 @@ def test_a_backfill_does_not_resend_what_retention_pruned(sender: Bridge, migrat
     assert len(first.created) == 6
     for run in first.created:
         sender.cancel(run.id)
-    done = Retention(database_for(migrated)).prune(0, 10, Limits(2, 0), datetime.now(UTC))
-    assert done.runs == 4  # six runs: the two latest are kept
+    retention = Retention(database_for(migrated))
+    done = retention.prune_schedule(Flagged(schedule.id, Limits(2, 0)), datetime.now(UTC))
+    assert done == 4  # six runs: the two latest are kept
     again = sender.backfill("kept-short", start, end)
     assert (len(again.created), again.existing) == (0, 6)
     assert schedule.id
@@ -387,3 +389,45 @@ def test_a_prefix_tells_case_apart_on_both_databases(api: Bridge) -> None:
     add(api, "Report-2")
     assert [s.name for s in api.schedules(prefix="rep").items] == ["report"]
     assert [s.name for s in api.schedules(prefix="Rep").items] == ["Report-2"]
+
+
+@on_every_store
+def test_incidents_open_in_batches_each_once_per_kind_and_subject(
+    api: Bridge, migrated: str
+) -> None:
+    """More openings than one statement takes: each opens once, one open already is
+    skipped, and the ids given are those of the incidents opened."""
+    from bridge.storage.incidents import OPEN_BATCH, IncidentStore, Opening
+
+    count = 2 * OPEN_BATCH + 7
+    lines = "".join(
+        json.dumps({"name": f"s{n}", "task": QUICK, "timer": "@daily"}) + "\n" for n in range(count)
+    )
+    assert import_schedules(api, io.StringIO(lines)).created == count
+    ids = {name: number for number, name in rows(migrated, "SELECT id, name FROM periodic_task")}
+    store = IncidentStore(database_for(migrated))
+    [first] = store.open([Opening("late", ids["s0"], "s0", None, "late")], START)
+    openings = [
+        Opening("late", ids["s0"], "s0", None, "late"),  # open already
+        *(Opening("failing", ids[f"s{n}"], f"s{n}", None, f"failing {n}") for n in range(count)),
+    ]
+    inserts: list[str] = []
+
+    def seen(_c: object, _cursor: object, statement: str, *_: object) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO INCIDENT"):
+            inserts.append(statement)
+
+    event.listen(store.database.engine, "before_cursor_execute", seen)
+    try:
+        opened = store.open(openings, START + timedelta(seconds=1))
+    finally:
+        event.remove(store.database.engine, "before_cursor_execute", seen)
+    assert len(inserts) == -(-len(openings) // OPEN_BATCH), "one INSERT per batch"
+    assert len(opened) == len(set(opened)) == count
+    assert first not in opened
+    assert store.open(openings, START + timedelta(seconds=2)) == []
+    found = rows(migrated, "SELECT id, kind, subject FROM incident WHERE closed_at IS NULL")
+    assert sorted(row[0] for row in found) == sorted([first, *opened])
+    assert sorted(row[2] for row in found if row[1] == "failing") == sorted(
+        f"schedule:{number}" for number in ids.values()
+    )

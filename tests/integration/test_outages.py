@@ -67,6 +67,7 @@ def assert_recovered(env: Env, beat: CeleryProcess, outage: str, back: datetime)
     assert not gaps, f"occurrences missing or doubled between {gaps}"
 
 
+@pytest.mark.serial  # every other test's database goes down with it
 def test_postgres_restart_under_beat_and_worker(pg_env: Env) -> None:
     env = pg_env
     env.cli("add", "slowpoke", "--task", "workers.app.slow", "--timer", "@yearly",

@@ -19,6 +19,12 @@ from bridge.config import Settings
 from bridge.storage.database import database_for
 from bridge.storage.models import PeriodicTask
 from bridge.storage.sync import REMOVED_NOTE
+from tests.support import on_every_store
+
+pytestmark = on_every_store
+
+#: A start years ahead of any day the tests run, at a whole hour.
+LATER = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(days=5 * 365)
 
 
 def make_app(schedule: dict[str, Any]) -> Celery:
@@ -130,7 +136,7 @@ def with_policies(**policies: Any) -> dict[str, Any]:
 
 def test_entry_policies_are_stored(migrated: str) -> None:
     """The 'policies' key takes the API's keywords, in their Python or text forms."""
-    start = datetime(2031, 1, 1, 9, tzinfo=UTC)
+    start = LATER
     api = sync(
         migrated,
         with_policies(
@@ -138,7 +144,7 @@ def test_entry_policies_are_stored(migrated: str) -> None:
             catchup="all",
             jitter=5,
             start=start,
-            end="2032-01-01T00:00:00+00:00",
+            end=(LATER + timedelta(days=365)).isoformat(),
             max_attempts=3,
             backoff=["10s", "1m"],
             expires="never",
@@ -149,7 +155,7 @@ def test_entry_policies_are_stored(migrated: str) -> None:
     assert (row.backoff, row.expires, row.end_at) == (
         "10s,1m",
         "never",
-        datetime(2032, 1, 1, tzinfo=UTC),
+        LATER + timedelta(days=365),
     )
     # The first occurrence honours start: the first 30 s step at or after it.
     assert row.nextrun == row.next_occurrence
@@ -209,7 +215,7 @@ def test_changed_policies_update_the_row_and_keep_its_place(migrated: str) -> No
     assert api.get("delta") == untouched
 
     # A new start: a new first occurrence, counted from the start.
-    start = datetime(2031, 1, 1, tzinfo=UTC)
+    start = LATER + timedelta(hours=15)
     api = sync(migrated, with_policies(overlap="replace", remaining=5, jitter="2s", start=start))
     moved = api.get("seconds")
     assert moved.start_at == start

@@ -9,6 +9,7 @@ authorised as a deployment's would be. The client is httpx, from outside.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -20,9 +21,17 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import Env, free_port, postgres_database, redis_broker, rows, wait_for
+from tests.support import (
+    Env,
+    execute,
+    free_port,
+    postgres_database,
+    redis_broker,
+    rows,
+    wait_for,
+)
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_web")]
 
 ADMIN = "admin-token-0123456789abcdef"
 READ = "read-token-0123456789abcdef"
@@ -101,6 +110,56 @@ def test_reads_need_a_token_and_changes_the_admin_token(deployment: Deployment) 
     # Probes need no token.
     assert deployment.anonymous.get("/healthz").text == "ok\n"
     assert deployment.anonymous.get("/readyz").json()["ready"] is True
+
+
+def test_the_token_is_checked_before_anything_else_of_the_request(
+    deployment: Deployment,
+) -> None:
+    """On every operation of the API, a caller the token does not allow is told so (401, or
+    403 for the read token on a change) before its query or body is judged: it learns
+    nothing of the parameters the operation takes. A caller allowed is told of them."""
+    deployment.create("auth-first")
+    unauthorized = {"error": "unauthorized", "message": "a valid bearer token is required"}
+    stand_ins = {
+        "{name}": "auth-first",
+        "{label}": "none",
+        "{run_id}": "none",
+        "{incident_id}": "1",
+    }
+    document = deployment.reader.get("/openapi.json").json()
+    operations = [
+        (method, path, "requestBody" in operation)
+        for path, by_method in document["paths"].items()
+        if path.startswith("/api/v1/")
+        for method, operation in by_method.items()
+    ]
+    assert len(operations) >= 26
+    for method, path, has_body in operations:
+        where = path
+        for template, value in stand_ins.items():
+            where = where.replace(template, value)
+        request = {"params": {"verbose": "1"}, "json": {"bogus": 1} if has_body else None}
+        anonymous = deployment.anonymous.request(method, where, **request)
+        assert (anonymous.status_code, anonymous.json()) == (401, unauthorized), (method, path)
+        wrong = deployment.anonymous.request(
+            method, where, headers={"Authorization": "Bearer not-the-token-at-all"}, **request
+        )
+        assert wrong.status_code == 401, (method, path, wrong.text)
+        if method == "get":
+            allowed = deployment.reader
+        else:
+            refused = deployment.reader.request(method, where, **request)
+            assert refused.status_code == 403, (method, path, refused.text)
+            assert refused.json()["error"] == "forbidden", (method, path)
+            allowed = deployment.admin
+        told = allowed.request(method, where, **request)
+        assert told.status_code == 422, (method, path, told.text)
+        assert (told.json()["field"], told.json()["value"]) == ("verbose", "1"), (method, path)
+    # Nothing was changed by any of them.
+    assert deployment.reader.get("/api/v1/schedules/auth-first").json()["enabled"] is True
+    # /metrics is not an operation of the API: a scraper's own parameters are left alone.
+    assert deployment.anonymous.get("/metrics", params={"verbose": "1"}).status_code == 401
+    assert deployment.reader.get("/metrics", params={"verbose": "1"}).status_code == 200
 
 
 def test_without_a_token_only_loopback_is_served(tmp_path: Path, pg_url: str) -> None:
@@ -182,6 +241,14 @@ def test_create_read_edit_and_delete(deployment: Deployment) -> None:
         ({"remaining": 99999999999999999999999}, "remaining", 99999999999999999999999),
         ({"max_attempts": "many"}, "max_attempts", "many"),
         ({"timezone": "Mars/Olympus"}, "timezone", "Mars/Olympus"),
+        # Yes-or-no fields take JSON's true or false, and nothing Python finds true.
+        ({"allow_unknown_task": "yes"}, "allow_unknown_task", "yes"),
+        ({"allow_unknown_task": 1}, "allow_unknown_task", 1),
+        ({"enabled": "no"}, "enabled", "no"),
+        *(
+            ({"timezone": zone}, "timezone", zone)
+            for zone in ("", "localtime", "Factory", "posix/Europe/Paris", "right/UTC")
+        ),
         ({"task": "workers.app.nope"}, "task", "workers.app.nope"),
         ({"labels": ["has space"]}, "labels", ["has space"]),
         ({"kwargs": "[1, 2]"}, "kwargs", "[1, 2]"),
@@ -209,11 +276,32 @@ def test_malformed_bodies_and_queries_are_refused_in_one_shape(deployment: Deplo
     not_json = deployment.admin.post(
         "/api/v1/schedules", content=b"{not json", headers={"content-type": "application/json"}
     )
-    assert not_json.status_code == 422
-    assert set(not_json.json()) == {"error", "field", "value", "expected", "message"}
+    assert not_json.status_code == 400
+    assert set(not_json.json()) == {"error", "field", "expected", "message"}
+    assert (not_json.json()["error"], not_json.json()["field"]) == ("malformed", "body")
     bad_limit = deployment.reader.get("/api/v1/schedules", params={"limit": "lots"})
     assert bad_limit.status_code == 422
     assert bad_limit.json()["field"] == "limit"
+    # A parameter the operation does not take is refused like a field a body does not know,
+    # rather than dropped (the list would come back unfiltered).
+    for path, params in (
+        ("/api/v1/schedules", {"pasued": "true"}),
+        ("/api/v1/runs", {"limit": "5", "staus": "FAILURE"}),
+        ("/api/v1/schedules/auth-probe", {"verbose": "1"}),
+    ):
+        unknown = deployment.reader.get(path, params=params)
+        assert unknown.status_code == 422, (path, unknown.text)
+        refusal = unknown.json()
+        name = next(key for key in params if key != "limit")
+        assert (refusal["error"], refusal["field"], refusal["value"]) == (
+            "invalid",
+            name,
+            params[name],
+        )
+        assert refusal["message"].startswith(f"{name}: got ")
+    # Yes-or-no filters are true or false, as in a body.
+    loose = deployment.reader.get("/api/v1/schedules", params={"paused": "yes"})
+    assert (loose.status_code, loose.json()["field"]) == (422, "paused")
     bad_cursor = deployment.reader.get("/api/v1/schedules", params={"cursor": "%%%"})
     assert (bad_cursor.status_code, bad_cursor.json()["field"]) == (422, "cursor")
     bad_flag = deployment.reader.get("/api/v1/schedules", params={"paused": "maybe"})
@@ -389,6 +477,18 @@ def test_run_now_cancel_and_retry(deployment: Deployment) -> None:
     twice = deployment.admin.post(f"/api/v1/runs/{failed['id']}/retry")
     assert twice.status_code == 409
     wait_for(lambda: deployment.run_status(retry["id"]) == "FAILURE", 30, what="the retry to end")
+    # The retry is listed above the attempt it replaced, on every listing of runs.
+    everyone = deployment.reader.get("/api/v1/runs", params={"schedule": "failing"}).json()
+    for listed in (deployment.runs("failing"), everyone["items"]):
+        assert [run["id"] for run in listed] == [retry["id"], failed["id"]]
+    history = deployment.env.cli("history", "failing", "--json")
+    assert [run["id"] for run in json.loads(history.stdout)] == [retry["id"], failed["id"]]
+    # A page that ends between the two attempts goes on with the replaced one.
+    first = deployment.reader.get("/api/v1/schedules/failing/runs", params={"limit": 1}).json()
+    rest = deployment.reader.get(
+        "/api/v1/schedules/failing/runs", params={"limit": 1, "cursor": first["next"]}
+    ).json()
+    assert [first["items"][0]["id"], rest["items"][0]["id"]] == [retry["id"], failed["id"]]
     unknown = deployment.reader.get("/api/v1/runs/no-such-run")
     assert unknown.status_code == 404
 
@@ -440,6 +540,25 @@ def test_every_change_is_in_the_audit_log(deployment: Deployment) -> None:
     assert pause["after"] == {"enabled": False, "note": "from the shell"}
     assert create["after"]["timer"] == "every 1h"
     assert delete["before"]["note"] == "from the shell"
+
+
+def test_a_silence_is_audited_when_it_was_said(deployment: Deployment) -> None:
+    """A silence leaves the row's ``updated_at`` (the definition did not change): its audit
+    entry still carries the time of the request, not the row's last edit."""
+    deployment.create("silenced-later")
+    execute(
+        deployment.env.database_url,
+        "UPDATE periodic_task SET updated_at = updated_at - interval '3 days'"
+        " WHERE name = 'silenced-later'",
+    )
+    before = datetime.now(UTC)
+    deployment.admin.post("/api/v1/schedules/silenced-later/silence", json={"for": "1h"})
+    deployment.admin.delete("/api/v1/schedules/silenced-later/silence")
+    trail = deployment.reader.get("/api/v1/schedules/silenced-later/audit").json()["items"]
+    assert [entry["action"] for entry in trail] == ["unsilence", "silence", "create"]
+    for said in trail[:2]:
+        assert before - timedelta(seconds=1) <= datetime.fromisoformat(said["at"])
+        assert datetime.fromisoformat(said["at"]) <= datetime.now(UTC)
 
 
 def test_metrics_parse_and_show_each_schedule(deployment: Deployment) -> None:
@@ -519,7 +638,8 @@ def test_bridge_health_is_a_probe_for_beat(
     env = Env(tmp_path, pg_url, redis_broker())
     behind = env.cli("health", check=False)
     assert behind.returncode == 1
-    assert "unhealthy: schema at nothing" in behind.stderr
+    assert "unhealthy: schema: database " in behind.stderr
+    assert "has no bridge tables" in behind.stderr
     env.cli("migrate")
     silent = env.cli("health", "--json", check=False)
     assert silent.returncode == 1
@@ -555,16 +675,81 @@ def test_beat_serves_its_own_metrics(deployment: Deployment) -> None:
     )
 
 
+def test_a_one_shot_that_ran_is_finished_on_every_surface(deployment: Deployment) -> None:
+    at = (datetime.now(UTC) + timedelta(seconds=2)).replace(microsecond=0)
+    deployment.create("once", timer=f"at {at.isoformat()}")
+    deployment.create("held-back")
+    deployment.admin.post("/api/v1/schedules/held-back/pause", json={"note": "not yet"})
+    done = wait_for(
+        lambda: (
+            (s := deployment.reader.get("/api/v1/schedules/once").json())["health"] == "finished"
+            and s
+        ),
+        60,
+        what="the one-shot to run and finish",
+    )
+    assert (done["enabled"], done["broken"]) == (False, False)
+
+    def names(**params: str) -> set[str]:
+        page = deployment.reader.get("/api/v1/schedules", params={**params, "limit": "1000"})
+        return {schedule["name"] for schedule in page.json()["items"]}
+
+    assert "once" in names(finished="true") and "held-back" not in names(finished="true")
+    assert "held-back" in names(paused="true") and "once" not in names(paused="true")
+    listed = json.loads(deployment.env.cli("ls", "--state", "finished", "--json").stdout)
+    assert [(s["name"], s["health"]) for s in listed] == [("once", "finished")]
+    table = deployment.env.cli("ls", "--prefix", "once").stdout
+    assert "finished" in table and "paused" not in table
+    text = deployment.reader.get("/metrics").text
+    assert 'bridge_schedule_health{schedule="once",state="finished"} 1.0' in text
+    assert 'bridge_schedule_finished{schedule="once"} 1.0' in text
+    assert 'bridge_schedule_paused{schedule="once"} 0.0' in text
+    assert 'bridge_schedule_paused{schedule="held-back"} 1.0' in text
+
+
+def test_a_missed_incident_says_what_passed_the_occurrences_over(deployment: Deployment) -> None:
+    """Catch-up latest has no window: its incident says it ran only the most recent."""
+    deployment.create("caught-up", catchup="latest")
+    execute(
+        deployment.env.database_url,
+        "UPDATE periodic_task SET next_occurrence = anchor - interval '3 hours',"
+        " nextrun = anchor - interval '3 hours' WHERE name = 'caught-up'",
+    )
+
+    def incident() -> dict[str, Any] | None:
+        page = deployment.reader.get("/api/v1/incidents", params={"limit": "1000"}).json()
+        found = [i for i in page["items"] if i["schedule_name"] == "caught-up"]
+        return found[0] if found else None
+
+    opened = wait_for(incident, 60, what="the missed incident")
+    assert opened["kind"] == "missed"
+    assert opened["message"] == (
+        "3 occurrence(s) were not run: catch-up latest runs only the most recent of those due"
+    )
+    assert "window" not in opened["message"]
+
+
 def test_health_incidents_silence_and_prune(deployment: Deployment) -> None:
     deployment.create("web-failing", task="workers.app.fail", timer="every 1s", overlap="allow")
 
     def incident() -> dict[str, Any] | None:
         page = deployment.reader.get("/api/v1/incidents", params={"open": "true"}).json()
-        found = [i for i in page["items"] if i["schedule_name"] == "web-failing"]
+        found = [
+            i
+            for i in page["items"]
+            if i["schedule_name"] == "web-failing" and i["kind"] == "failing"
+        ]
         return found[0] if found else None
 
     opened = wait_for(incident, 60, what="the failing incident")
     assert opened["kind"] == "failing" and opened["open"] is True
+
+    def failures_told() -> int:
+        told = re.fullmatch(r"its last (\d+) occurrences? failed", (incident() or {})["message"])
+        return int(told.group(1)) if told else 0
+
+    # The message keeps count as the failures go on, rather than say 1 after five.
+    wait_for(lambda: failures_told() >= 3, 60, what="the incident to count three failures")
     assert deployment.reader.get("/api/v1/schedules/web-failing").json()["health"] == "failing"
     acked = deployment.admin.post(f"/api/v1/incidents/{opened['id']}/acknowledge")
     assert acked.status_code == 200
@@ -572,7 +757,11 @@ def test_health_incidents_silence_and_prune(deployment: Deployment) -> None:
     assert (
         deployment.reader.post(f"/api/v1/incidents/{opened['id']}/acknowledge").status_code == 403
     )
-    assert deployment.admin.post("/api/v1/incidents/999999/acknowledge").status_code == 422
+    nothing = deployment.admin.post("/api/v1/incidents/999999/acknowledge")
+    assert (nothing.status_code, nothing.json()["error"]) == (404, "not_found")
+    assert nothing.json()["message"] == "incident: no incident with id 999999"
+    garbled = deployment.admin.post("/api/v1/incidents/first/acknowledge")
+    assert (garbled.status_code, garbled.json()["field"]) == (422, "incident")
     silenced = deployment.admin.post("/api/v1/schedules/web-failing/silence", json={"for": "2h"})
     assert silenced.json()["silenced_until"] is not None
     bad = deployment.admin.post("/api/v1/schedules/web-failing/silence", json={"for": "-1h"})

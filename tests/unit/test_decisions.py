@@ -13,9 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bridge.errors import ValidationError
 from bridge.rules.decisions import (
     CATCHUP_PER_TICK,
     EXPIRED,
+    MISSED_BY_NONE,
     NOTE_FIXED_DELAY,
     NOTE_NO_OCCURRENCE,
     NOTE_NO_RUNS_LEFT,
@@ -25,12 +27,15 @@ from bridge.rules.decisions import (
     Outcome,
     Send,
     State,
+    Way,
     catchup_share,
     decide,
     finish_note,
     fire_time,
     first_at_or_after,
     forecast,
+    manual_overlap,
+    overlap_way,
     resume,
     settle,
     split_stale,
@@ -126,13 +131,14 @@ def test_catchup_latest_sends_the_most_recent_occurrence_and_counts_the_rest_mis
     plan = decide(state(), at(45), [])
     assert plan.sends == [Send(at(40), Trigger.CATCHUP)]
     assert plan.missed == 3  # 10, 20, 30
+    assert plan.missed_reason == "catch-up latest runs only the most recent of those due"
     assert plan.next_occurrence == at(50)
 
 
 def test_catchup_all_with_overlap_allow_sends_every_missed_occurrence_at_once() -> None:
     plan = decide(state(catchup="all", overlap="allow"), at(45), [])
     assert plan.sends == [Send(at(s), Trigger.CATCHUP) for s in (10, 20, 30, 40)]
-    assert plan.missed == 0
+    assert (plan.missed, plan.missed_reason) == (0, None)
     assert plan.next_occurrence == at(50)
 
 
@@ -186,6 +192,7 @@ def test_catchup_none_sends_nothing_and_resyncs_to_the_future() -> None:
     plan = decide(state(catchup="none"), at(45), [])
     assert plan.sends == []
     assert plan.missed == 4
+    assert plan.missed_reason == MISSED_BY_NONE
     assert plan.next_occurrence == at(50)
 
 
@@ -198,8 +205,10 @@ def test_occurrences_older_than_the_window_are_missed_not_sent() -> None:
     plan = decide(state(catchup="all", overlap="allow", catchup_window="25s"), at(45), [])
     assert [s.plan_time for s in plan.sends] == [at(20), at(30), at(40)]
     assert plan.missed == 1
+    assert plan.missed_reason == "they fell outside its catch-up window of 25s"
     latest = decide(state(catchup_window="3s"), at(45), [])
     assert latest.sends == [] and latest.missed == 4
+    assert latest.missed_reason == "they fell outside its catch-up window of 3s"
 
 
 def test_catchup_of_a_cron_timer_after_hours_of_downtime() -> None:
@@ -269,6 +278,41 @@ def test_overlap_replace_revokes_the_live_runs_and_sends() -> None:
     plan = decide(state(overlap="replace"), at(10), live)
     assert plan.revoke == ["old-1", "old-2"]
     assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
+
+
+@pytest.mark.parametrize(
+    ("overlap", "open_runs", "starting", "way"),
+    [
+        (Overlap.ALLOW, 1, False, Way.SEND),
+        (Overlap.SKIP, 0, False, Way.SEND),
+        (Overlap.SKIP, 1, False, Way.SKIP),
+        (Overlap.SKIP, 0, True, Way.SKIP),
+        (Overlap.REPLACE, 2, False, Way.REPLACE),
+        (Overlap.REPLACE, 0, True, Way.SKIP),
+        (Overlap.BUFFER_ONE, 1, False, Way.HOLD),
+        (Overlap.BUFFER_ONE, 0, True, Way.HOLD),
+        (Overlap.BUFFER_ONE, 0, False, Way.SEND),
+    ],
+)
+def test_overlap_way_is_one_rule_for_beat_and_runs_sent_by_hand(
+    overlap: Overlap, open_runs: int, starting: bool, way: Way
+) -> None:
+    """A run sent in the same decision blocks as an open one does, but replace cannot
+    revoke it: it has no record yet."""
+    live = [open_run(f"r{i}", at(i)) for i in range(open_runs)]
+    assert overlap_way(overlap, live, starting) is way
+
+
+def test_a_run_sent_by_hand_takes_allow_skip_or_replace() -> None:
+    """buffer_one holds a scheduled occurrence, which a run sent by hand is not."""
+    assert manual_overlap(None) is Overlap.ALLOW
+    assert [manual_overlap(o) for o in ("allow", "skip", "replace")] == [
+        Overlap.ALLOW,
+        Overlap.SKIP,
+        Overlap.REPLACE,
+    ]
+    with pytest.raises(ValidationError, match="overlap: got 'buffer_one', expected allow, skip"):
+        manual_overlap("buffer_one")
 
 
 @pytest.mark.parametrize("overlap", ["skip", "buffer_one", "replace"])

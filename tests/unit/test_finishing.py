@@ -53,8 +53,8 @@ def job(marked: datetime = NOW) -> Finish:
 def test_marks_sent_logs_each_run_then_advances(caplog: pytest.LogCaptureFixture) -> None:
     store = Store(Advanced(lost=[2], finished={1: "finished: no runs left"}))
     with caplog.at_level(logging.INFO, logger="bridge.scheduler"):
-        done = finish(store, job())  # type: ignore[arg-type]
-    assert store.calls == ["mark_sent", "advance"]  # a fresh mark is not renewed
+        done = finish(store, job(), clock=lambda: NOW + timedelta(seconds=14))  # type: ignore[arg-type]
+    assert store.calls == ["mark_sent", "advance"]  # a mark younger than half a lease
     assert done.taken == [] and done.advanced.lost == [2]
     assert "bridge: fired 'one' plan 2026-11-28T12:00:00+00:00 task id run-1 (scheduled)" in (
         caplog.text
@@ -68,7 +68,7 @@ def test_renews_an_old_mark_and_names_the_rows_taken_over(
 ) -> None:
     store = Store(Advanced(), held={1})
     with caplog.at_level(logging.WARNING, logger="bridge.scheduler"):
-        done = finish(store, job(marked=datetime.now(UTC) - timedelta(seconds=20)))  # type: ignore[arg-type]
+        done = finish(store, job(), clock=lambda: NOW + timedelta(seconds=20))  # type: ignore[arg-type]
     assert store.calls == ["mark_sent", "renew", "advance"]
     assert done.taken == [2]
     assert "lost the mark on 'two' to another instance" in caplog.text

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
+from bridge.rules.decisions import FINISHED_NOTES
 from bridge.rules.health import TROUBLE, Health, OpenRunView, Watched, health_of, worst
 
 NOW = datetime(2026, 11, 27, 12, tzinfo=UTC)
@@ -45,6 +46,11 @@ def test_each_state_from_its_cause() -> None:
     assert state() is Health.OK
     assert state(broken=True, enabled=False, note="broken: 3 failures") is Health.BROKEN
     assert state(enabled=False, note="holiday") is Health.PAUSED
+    assert state(enabled=False, note=None) is Health.PAUSED
+    for done in FINISHED_NOTES:
+        assert state(enabled=False, note=done) is Health.FINISHED
+    # A person's note that merely looks alike is a pause.
+    assert state(enabled=False, note="finished: for now") is Health.PAUSED
     assert state(open_runs=[run("STARTED", 700, 660)]) is Health.OVERRUN
     assert state(open_runs=[run("STARTED", 300, 290)]) is Health.RUNNING
     assert state(open_runs=[run("SENT", 300, queued_ago=120)]) is Health.LATE

@@ -28,8 +28,10 @@ from bridge.rules.definition import (
     Definition,
     build_definition,
     check_name,
+    check_timezone,
     next_in_bounds,
     require_occurrence,
+    stored_timezone,
 )
 from bridge.rules.policy import Overlap, Policies
 from bridge.rules.runs import Payload, check_options, expires_at, ids_of_occurrence, run_id_for
@@ -145,6 +147,18 @@ def test_build_definition_accepts_any_task_without_a_known_list() -> None:
     [
         ({"timezone": "Mars/Olympus"}, "timezone", "Mars/Olympus"),
         ({"timezone": "../../etc/passwd"}, "timezone", "../../etc/passwd"),
+        *(
+            ({"timezone": zone}, "timezone", zone)
+            for zone in (
+                "",
+                "localtime",
+                "Factory",
+                "posixrules",
+                "posix/Europe/Paris",
+                "right/UTC",
+                "RIGHT/UTC",
+            )
+        ),
         ({"timer": "every 5x"}, "timer", "every 5x"),
         ({"timer": "61 * * * *"}, "timer", "61 * * * *"),
         ({"timer": "* * * *"}, "timer", "* * * *"),
@@ -172,6 +186,15 @@ def test_build_definition_refusals_name_field_and_value(
     with pytest.raises(ValidationError) as caught:
         build(**overrides)
     assert_refusal(caught.value, field, value)
+
+
+def test_a_stored_zone_an_older_release_took_still_reads() -> None:
+    """Only a new definition is held to the IANA zones: a row written before still fires."""
+    assert stored_timezone("posix/Europe/Paris") == "posix/Europe/Paris"
+    assert check_timezone("Europe/Paris") == "Europe/Paris"
+    with pytest.raises(ValidationError) as caught:
+        check_timezone("posix/Europe/Paris")
+    assert "not localtime, Factory, or a posix/ or right/ copy" in str(caught.value)
 
 
 def test_build_definition_refuses_values_json_cannot_hold() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.rules.turns import Turns, pause_after
+from bridge.rules.turns import Turns, pause_after, put_off
 
 MARGIN, STARVED_AFTER, BUDGET = 0.25, 60.0, 1.0
 
@@ -70,3 +70,14 @@ def test_a_pass_and_the_wait_after_it_keep_to_the_share(
     assert took <= share * (took + pause) * (1 + 1e-9)
     if took * (1 - share) < 0.999 * share * interval:  # a quick pass waits the interval alone
         assert pause == interval
+
+
+@given(st.integers(0, 10**9), st.integers(0, 10**4), st.integers(1, 10**4))
+def test_sweeps_wait_for_a_burst_at_most_their_limit(
+    since: int, elapsed: int, at_most: int
+) -> None:
+    """Put off while the claims have been full for less than the limit, never after it,
+    and never when the last claim was not full (whole seconds: exact sums)."""
+    at = float(since + elapsed)
+    assert put_off(float(since), at, float(at_most)) == (elapsed < at_most)
+    assert not put_off(None, at, float(at_most))

@@ -24,6 +24,7 @@ from bridge.rules.values import (
     LONGEST,
     aware,
     dumps,
+    flag,
     instant,
     json_or_text,
     json_value,
@@ -58,6 +59,15 @@ def test_a_whole_number_respects_its_own_range(value: int, high: int) -> None:
 def test_anything_but_an_integer_or_its_digits_is_refused(value: Any) -> None:
     with pytest.raises(ValidationError):
         whole_number("n", value)
+
+
+@pytest.mark.parametrize("value", ["yes", "no", "true", "false", 1, 0, None, "on", [], {}])
+def test_a_flag_is_true_or_false_and_nothing_python_finds_true(value: Any) -> None:
+    """One rule for every yes-or-no field: ``"no"`` is refused, never read as yes."""
+    with pytest.raises(ValidationError) as caught:
+        flag("enabled", value)
+    assert (caught.value.field, caught.value.value) == ("enabled", value)
+    assert flag("enabled", True) is True and flag("enabled", False) is False
 
 
 @given(st.floats(allow_nan=True, allow_infinity=True) | st.integers())

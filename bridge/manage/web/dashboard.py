@@ -5,24 +5,28 @@ times in the browser's own zone, refreshes the lists in place and asks
 before an action. Every page works without it.
 
 Who may see and do what follows the API's tokens: a sign-in page takes the
-admin or the read token and sets a session cookie (HTTP-only, ``Secure``,
-``SameSite=Strict``) that holds the role and an expiry signed with a key
-derived from the tokens, never the token itself. With no token configured,
-loopback clients are served as admin, as the API serves them. Every form
-that changes something carries a CSRF token bound to the session, and an
-unsafe request from another origin is refused.
+admin or the read token, or a named token, and sets a session cookie
+(HTTP-only, ``Secure``, ``SameSite=Strict``) that holds a session's random
+id, signed with a key derived from the settings tokens, never a token. The
+store keeps each session and which token began it: signing out deletes it,
+and revoking that token refuses it at the next request. Failed sign-ins are
+limited per client address. With no token configured, loopback clients are
+served as admin, as the API serves them. Every form that changes something,
+sign-out's included, carries a CSRF token bound to the session, and an unsafe
+request from another origin is refused. The signing of both is
+:mod:`bridge.manage.web.security`'s.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import hmac
+import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Request
@@ -38,15 +42,29 @@ from bridge.errors import (
     SendFailed,
     ValidationError,
 )
-from bridge.manage.api import Bridge, Run, Schedule, Status
+from bridge.manage.api import STATE_FILTERS, Bridge, Run, Schedule, Status
 from bridge.manage.fields import DEFINITION_HELP, POLICY_HELP
+from bridge.manage.web.answers import JSONAnswer
 from bridge.manage.web.reading import SharedReading
-from bridge.manage.web.security import Access, access_of, actor, tokens_configured
+from bridge.manage.web.security import (
+    SESSION_LIFETIME,
+    Access,
+    Caller,
+    access_of,
+    actor,
+    caller_of,
+    csrf_token,
+    message_signature,
+    session_cookie,
+    session_secret,
+    tokens_configured,
+)
 from bridge.rules.health import Health
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.rules.policy import POLICY_NAMES, Policies
 from bridge.rules.stats import success_rate
 from bridge.rules.timers import parse_timer
+from bridge.rules.tokens import SignInLimit
 from bridge.rules.values import json_or_text
 from bridge.rules.words import policy_words, timer_words
 
@@ -55,19 +73,23 @@ HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
 
 SESSION_COOKIE = "bridge_session"
-SESSION_LIFETIME = timedelta(days=7)
 #: Rows of the schedules list, runs of a schedule's log, entries of its audit trail.
 PAGE = 100
 RUN_PAGE = 25
 #: Runs shown in a schedule's strip of outcomes.
 STRIP = 20
-#: The health filter of the list, and what it asks the API for.
-STATES = {
-    "enabled": {"enabled": True},
-    "paused": {"paused": True},
-    "broken": {"broken": True},
-    "late": {"late": True},
-    "failing": {"failing": True},
+#: The mark of each status in a schedule's strip of outcomes: one of its own each (SENT,
+#: STARTED and SUCCESS all begin with S), so that the strip reads without its colours.
+STATUS_MARKS = {
+    RunStatus.PENDING.value: "…",
+    RunStatus.SENT.value: "→",
+    RunStatus.RECEIVED.value: "↓",
+    RunStatus.STARTED.value: "▶",
+    RunStatus.RETRY.value: "↻",
+    RunStatus.SUCCESS.value: "✓",
+    RunStatus.FAILURE.value: "✗",
+    RunStatus.REVOKED.value: "⊘",
+    RunStatus.LOST.value: "?",
 }
 
 
@@ -81,68 +103,40 @@ class Viewer:
     access: Access
     csrf: str
     signed_in: bool
+    #: Who the audit log names: ``admin``, ``read``, or a named token's name.
+    name: str = "admin"
 
     @property
     def admin(self) -> bool:
         return self.access is Access.ADMIN
 
 
-def _key(settings: Settings, purpose: str) -> bytes:
-    """A key derived from the tokens, the same in every server process (changing a token
-    ends every session and form). Without a token it protects nothing secret: requests
-    are then refused unless addressed to a loopback name from this site."""
-    material = "\0".join(
-        (purpose, settings.api_admin_token, settings.api_read_token, settings.database_url)
-    )
-    return hashlib.sha256(material.encode()).digest()
-
-
-def _session_key(settings: Settings) -> bytes:
-    """The key sessions are signed with."""
-    return _key(settings, "bridge-session")
-
-
-def _sign(key: bytes, text: str) -> str:
-    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
-
-
-def make_session(settings: Settings, access: Access, now: float) -> str:
-    """A cookie value naming the role and its expiry, signed."""
-    payload = f"{access.value}.{int(now + SESSION_LIFETIME.total_seconds())}"
-    token = base64.urlsafe_b64encode(payload.encode()).decode()
-    return f"{token}.{_sign(_session_key(settings), payload)}"
-
-
-def read_session(settings: Settings, cookie: str | None, now: float) -> Access:
-    """The role a session cookie gives, or NONE when it is missing, forged or expired."""
-    if not cookie or "." not in cookie:
-        return Access.NONE
-    token, _, signature = cookie.rpartition(".")
-    try:
-        payload = base64.urlsafe_b64decode(token.encode()).decode()
-        level, expiry = (int(part) for part in payload.split("."))
-    except (ValueError, UnicodeDecodeError):
-        return Access.NONE
-    if not hmac.compare_digest(signature, _sign(_session_key(settings), payload)):
-        return Access.NONE
-    if expiry < now or level not in (Access.READ, Access.ADMIN):
-        return Access.NONE
-    return Access(level)
+def form_token(request: Request) -> str:
+    """The CSRF token the browser's forms carry: bound to its session cookie (to loopback
+    when no token is configured)."""
+    settings: Settings = request.app.state.bridge.settings
+    if tokens_configured(settings):
+        return csrf_token(settings, request.cookies.get(SESSION_COOKIE) or "")
+    return csrf_token(settings, "loopback")
 
 
 def viewer_of(request: Request) -> Viewer:
+    """Who the browser is signed in as; it asks the store, so it runs off the event loop."""
     bridge: Bridge = request.app.state.bridge
     settings = bridge.settings
     client = request.client.host if request.client else None
-    cookie = request.cookies.get(SESSION_COOKIE)
     if tokens_configured(settings):
-        access = read_session(settings, cookie, time.time())
-        basis = cookie or ""
+        secret = session_secret(settings, request.cookies.get(SESSION_COOKIE))
+        found = None if secret is None else bridge.session(secret)
+        if found is None:
+            access, name = Access.NONE, "unknown"
+        else:
+            role, token = found
+            access, name = Access[role.name], role.value if token is None else token.name
     else:
-        access = access_of(settings, None, client)
-        basis = "loopback"
-    csrf = _sign(_key(settings, "bridge-csrf"), basis)
-    return Viewer(access, csrf, signed_in=tokens_configured(settings) and access > Access.NONE)
+        access, name = access_of(settings, None, client), "admin"
+    signed_in = tokens_configured(settings) and access > Access.NONE
+    return Viewer(access, form_token(request), signed_in, name)
 
 
 class SignInNeeded(Exception):
@@ -152,21 +146,25 @@ class SignInNeeded(Exception):
 async def _changing(request: Request) -> tuple[Bridge, dict[str, str], Viewer]:
     """The bridge acting as the viewer, and the form, for a request that changes something:
     the admin's, from this site, with the form's CSRF token."""
-    viewer = viewer_of(request)
+    viewer = await run_in_threadpool(viewer_of, request)
     if viewer.access is Access.NONE:
         raise SignInNeeded()
     form = {key: str(value) for key, value in (await request.form()).items()}
     if not viewer.admin:
         raise Refused("this action needs the admin token; you are signed in with the read token")
     if not hmac.compare_digest(form.get("csrf", ""), viewer.csrf):
-        raise Refused("the form is stale or came from another site; reload the page and retry")
+        raise Refused(STALE_FORM)
     bridge: Bridge = request.app.state.bridge
     client = request.client.host if request.client else None
-    return bridge.acting_as(actor(viewer.access, client, "dashboard")), form, viewer
+    return bridge.acting_as(actor(viewer.name, client, "dashboard")), form, viewer
 
 
 class Refused(Exception):
     """An action the dashboard refuses to carry out, with why."""
+
+
+#: Why a form without the CSRF token of the browser's session is refused.
+STALE_FORM = "the form is stale or came from another site; reload the page and retry"
 
 
 def _reader(request: Request) -> tuple[Bridge, Viewer]:
@@ -174,6 +172,23 @@ def _reader(request: Request) -> tuple[Bridge, Viewer]:
     if viewer.access is Access.NONE:
         raise SignInNeeded()
     return request.app.state.bridge, viewer
+
+
+#: What a read-only session is told on a page that only serves a change.
+ADMIN_ONLY = (
+    "this page changes schedules, which needs the admin token; "
+    "you are signed in with the read token"
+)
+
+
+def _form_reader(request: Request) -> tuple[Bridge, Viewer]:
+    """The bridge and viewer of a page whose only use is a change (a form): a read-only
+    session is refused it, as it would be refused the change, rather than shown a form
+    it cannot submit."""
+    bridge, viewer = _reader(request)
+    if not viewer.admin:
+        raise Refused(ADMIN_ONLY)
+    return bridge, viewer
 
 
 # -- rendering -----------------------------------------------------------------------------
@@ -190,17 +205,37 @@ def render(
             "viewer": viewer,
             "version": request.app.version,
             "flower": bridge.settings.flower_url.rstrip("/"),
-            "message": request.query_params.get("done"),
-            "problem": request.query_params.get("error"),
+            "message": _flash(request, "done"),
+            "problem": _flash(request, "error"),
             **context,
         },
         status_code=code,
     )
 
 
-def _back(path: str, **params: str) -> RedirectResponse:
-    query = urlencode({key: value for key, value in params.items() if value})
-    return RedirectResponse(f"{path}?{query}" if query else path, status_code=303)
+#: What an action redirects with for the page to show: what it did, or why it was refused.
+Flash = Literal["done", "error"]
+
+
+def _flash_signature(settings: Settings, kind: Flash, text: str) -> str:
+    return message_signature(settings, f"{kind}\0{text}")
+
+
+def _flash(request: Request, kind: Flash) -> str | None:
+    """The message of ``kind`` the page was sent with, if this server wrote it: a link
+    from elsewhere cannot put words of its own in the page's alert boxes."""
+    text = request.query_params.get(kind)
+    if not text:
+        return None
+    bridge: Bridge = request.app.state.bridge
+    expected = _flash_signature(bridge.settings, kind, text)
+    return text if hmac.compare_digest(request.query_params.get("sig", ""), expected) else None
+
+
+def _back(bridge: Bridge, path: str, kind: Flash, text: str) -> RedirectResponse:
+    """Back to the page at ``path``, which shows ``text`` as a message of ``kind``, signed."""
+    query = urlencode({kind: text, "sig": _flash_signature(bridge.settings, kind, text)})
+    return RedirectResponse(f"{path}?{query}", status_code=303)
 
 
 def schedule_path(name: str) -> str:
@@ -242,8 +277,26 @@ def _row(schedule: Schedule, strip: list[tuple[datetime, str]]) -> dict[str, Any
     }
 
 
-templates.env.globals.update(schedule_path=schedule_path, health_states=[h.value for h in Health])
+templates.env.globals.update(
+    schedule_path=schedule_path,
+    health_states=[h.value for h in Health],
+    status_marks=STATUS_MARKS,
+)
 templates.env.filters["json"] = lambda text: json_or_text(text) if isinstance(text, str) else text
+
+
+def _shown(value: Any) -> Any:
+    """What a page shows of ``value``: a text holding a lone surrogate (which no page can be
+    encoded with; only an older release may have stored one) shows it as its escape."""
+    if isinstance(value, str) and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value
+
+
+templates.env.finalize = _shown
 
 
 # -- sign in -------------------------------------------------------------------------------
@@ -264,13 +317,19 @@ async def login(request: Request) -> Response:
     target = str(form.get("next", "/"))
     if not target.startswith("/") or target.startswith("//"):
         target = "/"
-    access = (
-        access_of(bridge.settings, token or None, None)
+    client = request.client.host if request.client else "unknown"
+    limit: SignInLimit = request.app.state.sign_in_limit
+    wait = limit.wait(client, time.monotonic())
+    if wait:
+        return _slow_down(request, target, wait)
+    caller = (
+        await run_in_threadpool(caller_of, bridge, token.strip() or None, None)
         if tokens_configured(bridge.settings)
-        else Access.NONE
+        else Caller(Access.NONE, "unknown")
     )
-    if access is Access.NONE:
-        viewer = viewer_of(request)
+    if caller.access is Access.NONE:
+        limit.failed(client, time.monotonic())
+        viewer = await run_in_threadpool(viewer_of, request)
         return render(
             request,
             "login.html",
@@ -279,10 +338,13 @@ async def login(request: Request) -> Response:
             next=target,
             refused="That token is not one this server accepts.",
         )
+    secret = await run_in_threadpool(
+        bridge.begin_session, caller.role, caller.token, SESSION_LIFETIME
+    )
     response = RedirectResponse(target, status_code=303)
     response.set_cookie(
         SESSION_COOKIE,
-        make_session(bridge.settings, access, time.time()),
+        session_cookie(bridge.settings, secret),
         max_age=int(SESSION_LIFETIME.total_seconds()),
         httponly=True,
         secure=True,
@@ -291,8 +353,32 @@ async def login(request: Request) -> Response:
     return response
 
 
+def _slow_down(request: Request, target: str, wait: float) -> Response:
+    """The answer to a sign-in from an address that failed too often: 429, and when to
+    try again (a page for a browser, the error shape of the API for a program)."""
+    seconds = str(math.ceil(wait))
+    problem = f"too many failed sign-ins from this address; try again in {seconds} seconds"
+    if not wants_html(request):
+        body = {"error": "too_many_requests", "message": f"token: {problem}"}
+        return JSONAnswer(body, status_code=429, headers={"Retry-After": seconds})
+    viewer = Viewer(Access.NONE, "", signed_in=False)
+    page = render(request, "login.html", viewer, 429, next=target, refused=problem.capitalize())
+    page.headers["Retry-After"] = seconds
+    return page
+
+
 @router.post("/logout", response_model=None)
 async def logout(request: Request) -> Response:
+    """Sign out: the session ends in the store, so its cookie signs no one in again. Its
+    form carries the session's CSRF token, as every form does: without it the session
+    goes on (another site cannot sign the browser out)."""
+    form = await request.form()
+    if not hmac.compare_digest(str(form.get("csrf", "")), form_token(request)):
+        raise Refused(STALE_FORM)
+    bridge: Bridge = request.app.state.bridge
+    secret = session_secret(bridge.settings, request.cookies.get(SESSION_COOKIE))
+    if secret is not None:
+        await run_in_threadpool(bridge.end_session, secret)
     response = RedirectResponse("/login", status_code=303)
     response.delete_cookie(SESSION_COOKIE)
     return response
@@ -341,7 +427,7 @@ def schedules(request: Request) -> HTMLResponse:
         "cursor": params.get("cursor") or None,
     }
     try:
-        page = bridge.schedules(limit=PAGE, **STATES.get(state or "", {}), **filters)  # type: ignore[arg-type]
+        page = bridge.schedules(limit=PAGE, **STATE_FILTERS.get(state or "", {}), **filters)  # type: ignore[arg-type]
         refusal = None
     except ValidationError as exc:
         page, refusal = None, exc
@@ -358,7 +444,7 @@ def schedules(request: Request) -> HTMLResponse:
         "first": urlencode(keep),
         "filters": {**filters, "q": params.get("q", ""), "state": state or ""},
         "refusal": refusal,
-        "states": list(STATES),
+        "states": list(STATE_FILTERS),
         "refresh": f"/schedules?{urlencode({**dict(params), 'fragment': '1'})}",
     }
     name = "_schedule_rows.html" if params.get("fragment") else "schedules.html"
@@ -367,20 +453,21 @@ def schedules(request: Request) -> HTMLResponse:
 
 @router.get("/new", response_class=HTMLResponse)
 def new_schedule(request: Request) -> HTMLResponse:
-    _, viewer = _reader(request)
+    _, viewer = _form_reader(request)
     return render(request, "form.html", viewer, **_form_context(None, {}, None))
 
 
 @router.post("/new", response_model=None)
 async def create_schedule(request: Request) -> Response:
     bridge, form, viewer = await _changing(request)
-    fields = _form_fields(form, creating=True)
-    name = fields.pop("name", "")
     try:
+        _only(form, SCHEDULE_FORM_FIELDS)
+        fields = _form_fields(form, creating=True)
+        name = fields.pop("name", "")
         await run_in_threadpool(lambda: bridge.add(name, **fields))
     except ValidationError as exc:
         return render(request, "form.html", viewer, 422, **_form_context(None, form, exc))
-    return _back(schedule_path(name), done=f"created {name}")
+    return _back(bridge, schedule_path(name), "done", f"created {name}")
 
 
 # -- one schedule ----------------------------------------------------------------------------
@@ -388,7 +475,7 @@ async def create_schedule(request: Request) -> Response:
 
 @router.get("/schedules/{name:path}/edit", response_class=HTMLResponse)
 def edit_page(request: Request, name: str) -> HTMLResponse:
-    bridge, viewer = _reader(request)
+    bridge, viewer = _form_reader(request)
     schedule = bridge.get(name)
     return render(
         request, "form.html", viewer, **_form_context(schedule, _values_of(schedule), None)
@@ -398,20 +485,38 @@ def edit_page(request: Request, name: str) -> HTMLResponse:
 @router.post("/schedules/{name:path}/edit", response_model=None)
 async def edit(request: Request, name: str) -> Response:
     bridge, form, viewer = await _changing(request)
+    # The reads and the change wait on the database (a row another session has locked,
+    # say): in the thread pool, so that the server answers everyone else meanwhile.
+    return await run_in_threadpool(_edit, request, bridge, name, form, viewer)
+
+
+def _edit(
+    request: Request, bridge: Bridge, name: str, form: dict[str, str], viewer: Viewer
+) -> Response:
     schedule = bridge.get(name)
-    fields = _form_fields(form, creating=False)
-    changed = {
-        key: value for key, value in fields.items() if value != _values_of(schedule).get(key)
-    }
     try:
+        _only(form, SCHEDULE_FORM_FIELDS[:-2])
+        fields = _form_fields(form, creating=False)
+        changed = {
+            key: value for key, value in fields.items() if value != _values_of(schedule).get(key)
+        }
         if changed:
             bridge.edit(name, **changed)
     except ValidationError as exc:
         return render(request, "form.html", viewer, 422, **_form_context(schedule, form, exc))
-    return _back(schedule_path(name), done="saved" if changed else "nothing to change")
+    return _back(bridge, schedule_path(name), "done", "saved" if changed else "nothing to change")
 
 
-ACTIONS = ("pause", "resume", "run", "backfill", "delete")
+#: The actions of a schedule's page, and the fields of each one's form.
+ACTIONS = {
+    "pause": ("note",),
+    "resume": ("from",),
+    "run": ("overlap",),
+    "backfill": ("from", "to", "overlap"),
+    "delete": (),
+}
+#: The actions on a run, and the fields of each one's form.
+RUN_ACTIONS = {"cancel": ("terminate", "note"), "retry": ()}
 
 
 @router.post("/schedules/{name:path}/{action}", response_model=None)
@@ -421,10 +526,11 @@ async def act(request: Request, name: str, action: str) -> Response:
     bridge, form, _ = await _changing(request)
     back = schedule_path(name)
     try:
+        _only(form, ACTIONS[action])
         done = await run_in_threadpool(_act, bridge, name, action, form)
     except (ValidationError, RunSkipped, SendFailed) as exc:
-        return _back(back, error=str(exc))
-    return _back("/schedules" if action == "delete" else back, done=done)
+        return _back(bridge, back, "error", str(exc))
+    return _back(bridge, "/schedules" if action == "delete" else back, "done", done)
 
 
 def _act(bridge: Bridge, name: str, action: str, form: dict[str, str]) -> str:
@@ -466,7 +572,7 @@ def schedule_page(request: Request, name: str) -> HTMLResponse:
         trail=bridge.audit(name, limit=20).items,
         rate=_success_rate(schedule),
         open_statuses={status.value for status in NON_FINAL_STATUSES},
-        retriable={RunStatus.FAILURE.value, RunStatus.LOST.value, RunStatus.REVOKED.value},
+        retriable=bridge.retriable(runs.items) if viewer.admin else set(),
         path=schedule_path(name),
     )
 
@@ -476,12 +582,13 @@ def schedule_page(request: Request, name: str) -> HTMLResponse:
 
 @router.post("/runs/{run_id}/{action}", response_model=None)
 async def run_action(request: Request, run_id: str, action: str) -> Response:
-    if action not in ("cancel", "retry"):
+    if action not in RUN_ACTIONS:
         return HTMLResponse("Not found", status_code=404)
     bridge, form, _ = await _changing(request)
     run: Run = await run_in_threadpool(bridge.run_info, run_id)
     back = schedule_path(run.schedule) if run.schedule else "/schedules"
     try:
+        _only(form, RUN_ACTIONS[action])
         if action == "cancel":
             terminate = form.get("terminate") == "on"
             note = form.get("note") or None
@@ -493,14 +600,25 @@ async def run_action(request: Request, run_id: str, action: str) -> Response:
             again = await run_in_threadpool(bridge.retry, run_id)
             done = f"retried as run {again.id}"
     except (ValidationError, SendFailed) as exc:
-        return _back(back, error=str(exc))
-    return _back(back, done=done)
+        return _back(bridge, back, "error", str(exc))
+    return _back(bridge, back, "done", done)
 
 
 # -- forms -------------------------------------------------------------------------------------
 
 #: The text fields of the schedule form, besides the policies, in their order.
 FORM_FIELDS = ("task", "timer", "timezone", "args", "kwargs", "queue", "labels", "options")
+#: Every field of the schedule form; the last two only when it creates one.
+SCHEDULE_FORM_FIELDS = (*FORM_FIELDS, *POLICY_NAMES, "allow_unknown_task", "name", "enabled")
+
+
+def _only(form: dict[str, str], fields: Sequence[str]) -> None:
+    """Refuse a field the form does not have, naming it, as the API refuses a field its body
+    does not know: a form of this dashboard never sends one, and a forged or outdated one
+    would otherwise have part of what it asks silently dropped."""
+    for key, value in form.items():
+        if key != "csrf" and key not in fields:
+            raise ValidationError(key, value, f"a field of this form ({', '.join(fields)})")
 
 
 def _values_of(schedule: Schedule) -> dict[str, str]:
@@ -571,11 +689,30 @@ def refused(request: Request, exc: Exception) -> HTMLResponse:
     return render(request, "error.html", viewer_of(request), 403, problem_text=str(exc))
 
 
+def refused_action(request: Request, exc: Exception) -> Response:
+    """403 for an action refused (a read-only session's, a form without its CSRF token):
+    the error page for a browser, the API's error shape for a program."""
+    if not wants_html(request):
+        return JSONAnswer({"error": "forbidden", "message": str(exc)}, status_code=403)
+    return refused(request, exc)
+
+
 #: The dashboard's own answers to the errors its pages raise.
 PAGE_ERRORS = {
     SignInNeeded: sign_in,
-    Refused: refused,
+    Refused: refused_action,
 }
+
+
+def no_page(request: Request) -> HTMLResponse:
+    """The page of a path the dashboard does not have."""
+    problem = f"There is no page at {request.url.path}."
+    return render(request, "error.html", viewer_of(request), 404, problem_text=problem)
+
+
+def wants_html(request: Request) -> bool:
+    """Whether the client reads HTML (a browser), rather than a program reading JSON."""
+    return "text/html" in request.headers.get("accept", "")
 
 
 def is_page(request: Request) -> bool:

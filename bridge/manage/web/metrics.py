@@ -23,12 +23,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.registry import Collector
 
 from bridge.clock import utcnow
-from bridge.manage.api import Bridge
+from bridge.manage.api import ENDED_COLUMNS, Bridge, RunsSeen
 from bridge.manage.web.reading import SharedReading
+from bridge.rules.decisions import FINISHED_NOTES
 from bridge.rules.health import HELD_BY_WORKER
 from bridge.rules.kinds import NON_FINAL_STATUSES
-from bridge.storage.health import RunsSeen
-from bridge.storage.overview import ENDED_COLUMNS
 
 
 def registry_for(bridge: Bridge) -> CollectorRegistry:
@@ -67,7 +66,7 @@ class ScheduleCollector(Collector):
             incidents.add_metric([kind], count)
         yield incidents
         states = GaugeMetricFamily("bridge_schedules", "Schedules by state.", labels=["state"])
-        for state in ("enabled", "paused", "broken"):
+        for state in ("enabled", "paused", "finished", "broken"):
             states.add_metric([state], seen.counts[state])
         states.add_metric(["late"], seen.late)
         yield states
@@ -131,7 +130,8 @@ class ScheduleCollector(Collector):
         """Each schedule's health, as ``ls`` and the API judge it: 1 on its state."""
         family = GaugeMetricFamily(
             "bridge_schedule_health",
-            "1 on a schedule's health: ok, running, late, overrun, failing, broken, paused, new.",
+            "1 on a schedule's health: ok, running, late, overrun, failing, broken, paused, "
+            "finished, new.",
             labels=["schedule", "state"],
         )
         for row in schedules:
@@ -158,7 +158,8 @@ class ScheduleCollector(Collector):
             name: GaugeMetricFamily(f"bridge_schedule_{name}", text, labels=label)
             for name, text in (
                 ("enabled", "1 when the schedule fires."),
-                ("paused", "1 when the schedule is disabled but not broken."),
+                ("paused", "1 when someone paused the schedule (not broken, not finished)."),
+                ("finished", "1 when beat disabled the schedule with nothing left to fire."),
                 ("broken", "1 when the breaker disabled the schedule."),
                 ("running", "Runs of the schedule a worker has received or started."),
                 ("open_runs", "Runs of the schedule not yet final."),
@@ -190,10 +191,12 @@ class ScheduleCollector(Collector):
             opened = [
                 run for run in seen.runs.get(row["id"], []) if run.status in NON_FINAL_STATUSES
             ]
-            paused = not row["enabled"] and not row["broken"]
+            finished = not row["enabled"] and not row["broken"] and row["note"] in FINISHED_NOTES
+            paused = not row["enabled"] and not row["broken"] and not finished
             for key, value in (
                 ("enabled", row["enabled"]),
                 ("paused", paused),
+                ("finished", finished),
                 ("broken", row["broken"]),
                 ("running", sum(run.status in HELD_BY_WORKER for run in opened)),
                 ("open_runs", len(opened)),

@@ -4,8 +4,11 @@ Each endpoint is a thin call of one ``Bridge`` method, which checks its
 input and raises the bridge's errors; :mod:`bridge.manage.web.app` turns
 those into status codes (422 for a refused value, 404 for an unknown
 schedule or run, 409 for a state that forbids the action). Reads need the
-read or admin token, changes the admin token. Handlers are plain functions,
-run in the server's thread pool, since the database calls block.
+read or admin token, changes the admin token, and the token is checked
+before the request's query and body fields: a caller it does not allow
+learns nothing of the operation's parameters (401 or 403, never 422).
+Handlers are plain functions, run in the server's thread pool, since the
+database calls block.
 """
 
 from __future__ import annotations
@@ -14,22 +17,54 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from bridge.errors import ValidationError
 from bridge.manage.api import Bridge
 from bridge.manage.views import upcoming_json
 from bridge.manage.web import schemas
-from bridge.manage.web.security import ACTOR_HEADER, Access, access_of, actor
+from bridge.manage.web.answers import JSONAnswer
+from bridge.manage.web.security import ACTOR_HEADER, Access, actor, caller_of
+from bridge.rules import values
+
+
+def known_parameters(request: Request) -> None:
+    """Refuse a query parameter the operation does not take, naming it, as a field a body
+    does not know is refused: a misspelt filter (``?pasued=true``) would otherwise be
+    dropped, and the answer list what it was meant to leave out."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    taken = _parameters_of(route)
+    for key, value in request.query_params.multi_items():
+        if key not in taken:
+            expected = (
+                f"a parameter this operation takes ({', '.join(sorted(taken))})"
+                if taken
+                else "no query parameter (this operation takes none)"
+            )
+            raise ValidationError(key, value, expected)
+
+
+def _parameters_of(route: APIRoute) -> frozenset[str]:
+    """The query parameters of a route's function and of every dependency it has."""
+    found: set[str] = set()
+    waiting = [route.dependant]
+    while waiting:
+        dependant = waiting.pop()
+        found.update(param.alias for param in dependant.query_params)
+        waiting.extend(dependant.dependencies)
+    return frozenset(found)
+
 
 #: Routes are matched in the order they are declared: those of a schedule's sub-paths
 #: (``/schedules/{name}/runs``) come before ``/schedules/{name}``, whose name may hold ``/``.
+#: Each route takes :data:`Reader` or :data:`Admin` as its first parameter: the token is
+#: checked first, then the query's parameters (:func:`known_parameters`), then the body.
 router = APIRouter(prefix="/api/v1")
 #: Documents the bearer token in the OpenAPI document (and gives its page a sign-in box).
-_bearer = HTTPBearer(auto_error=False, description="The admin or the read token.")
-
-TRUE_WORDS = frozenset({"true", "1", "yes"})
-FALSE_WORDS = frozenset({"false", "0", "no"})
+_bearer = HTTPBearer(auto_error=False, description="The admin or the read token, or a named token.")
 
 
 class NotAllowed(Exception):
@@ -41,14 +76,19 @@ class NotAllowed(Exception):
         super().__init__(f"needs the {needed.name.lower()} token")
 
 
-def _bridge_for(request: Request, needed: Access, credentials: Any) -> Bridge:
+def _bridge_for(request: Request, needed: Access, credentials: Any, api: bool = True) -> Bridge:
+    """The bridge acting as the caller, if the caller's token allows ``needed``; then, for an
+    operation of the API, a query parameter it does not take is refused: only a caller it
+    allows learns what it takes."""
     bridge: Bridge = request.app.state.bridge
     token = None if credentials is None else credentials.credentials
     client = request.client.host if request.client else None
-    access = access_of(bridge.settings, token, client)
-    if access < needed:
-        raise NotAllowed(access, needed)
-    return bridge.acting_as(actor(access, client, request.headers.get(ACTOR_HEADER)))
+    caller = caller_of(bridge, token, client)
+    if caller.access < needed:
+        raise NotAllowed(caller.access, needed)
+    if api:
+        known_parameters(request)
+    return bridge.acting_as(actor(caller.name, client, request.headers.get(ACTOR_HEADER)))
 
 
 def reader(
@@ -67,24 +107,33 @@ def admin(
     return _bridge_for(request, Access.ADMIN, credentials)
 
 
+def scraper(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> Bridge:
+    """The bridge, for a caller allowed to read ``/metrics``: not an operation of the API,
+    so the parameters a scraper's configuration may add are left alone."""
+    return _bridge_for(request, Access.READ, credentials, api=False)
+
+
 Reader = Annotated[Bridge, Depends(reader)]
 Admin = Annotated[Bridge, Depends(admin)]
+Scraper = Annotated[Bridge, Depends(scraper)]
 Text = Annotated[str | None, Query()]
 
 
 def answer(value: Any, status: int = 200) -> JSONResponse:
     """The JSON of a value already made JSON-ready (``to_json``), sent as it is: FastAPI
     would otherwise walk it again to encode it, which costs a page as much as reading it."""
-    return JSONResponse(value, status_code=status)
+    return JSONAnswer(value, status_code=status)
 
 
 def flag(field: str, value: str | None) -> bool | None:
-    """A query parameter that is true or false, or left out."""
+    """A query parameter that is ``true`` or ``false`` (as a body's is), or left out."""
     if value is None:
         return None
-    lowered = value.strip().lower()
-    if lowered in TRUE_WORDS | FALSE_WORDS:
-        return lowered in TRUE_WORDS
+    if value in ("true", "false"):
+        return value == "true"
     raise ValidationError(field, value, "true or false")
 
 
@@ -98,6 +147,7 @@ def list_schedules(
     task: Text = None,
     enabled: Text = None,
     paused: Text = None,
+    finished: Text = None,
     broken: Text = None,
     failing: Text = None,
     label: Text = None,
@@ -115,6 +165,7 @@ def list_schedules(
             task=task,
             enabled=flag("enabled", enabled),
             paused=flag("paused", paused),
+            finished=flag("finished", finished),
             broken=flag("broken", broken),
             failing=flag("failing", failing),
             label=label,
@@ -335,9 +386,7 @@ def acknowledge(bridge: Admin, incident_id: str) -> JSONResponse:
 @router.post("/prune", tags=["scheduler"])
 def prune(bridge: Admin, body: schemas.Prune | None = None) -> JSONResponse:
     """Remove old final runs now (what beat does over time); dry_run counts them only."""
-    dry_run = False if body is None else body.dry_run
-    if not isinstance(dry_run, bool):
-        raise ValidationError("dry_run", dry_run, "true or false")
+    dry_run = False if body is None else values.flag("dry_run", body.dry_run)
     done = bridge.prune(dry_run)
     return answer({"dry_run": dry_run, "runs": done.runs, "schedules": done.schedules})
 
@@ -355,5 +404,6 @@ def instances(bridge: Reader) -> JSONResponse:
 def audit(
     bridge: Reader, schedule: Text = None, cursor: Text = None, limit: str = "100"
 ) -> JSONResponse:
-    """Every change to every schedule (or to one), newest first."""
+    """Every change to every schedule (or to one) and every named token made or revoked,
+    newest first."""
     return answer(bridge.audit(schedule, cursor=cursor, limit=limit).to_json())  # type: ignore[arg-type]

@@ -1,22 +1,38 @@
 """Who may do what over HTTP: bearer tokens, the loopback rule, and who the audit log names.
 
-Two tokens, from the settings (``bridge_api_admin_token``,
+Two tokens from the settings (``bridge_api_admin_token``,
 ``bridge_api_read_token``): the admin token reads and changes, the read
 token only reads. They are compared in constant time. With neither
 configured, only a client on a loopback address is served (as admin), and
 ``bridge serve`` refuses to listen anywhere else: a server that can send
-tasks is never open to the network without a token.
+tasks is never open to the network without a token. Named tokens
+(``bridge token create``) are looked up in the store by their digest,
+in either case, and are refused the moment they are revoked or expire.
+
+The client's address is the socket's peer; a proxy's ``Forwarded`` or
+``X-Forwarded-For`` is believed only from a proxy ``bridge_trusted_proxies``
+names (:class:`ForwardedClient`).
+
+The dashboard's session cookie and its forms' CSRF tokens are signed here
+too, with keys derived from the settings tokens.
 """
 
 from __future__ import annotations
 
 import enum
+import hashlib
 import hmac
 import ipaddress
 import unicodedata
+from dataclasses import dataclass
+from datetime import timedelta
 
 from bridge.config import Settings
 from bridge.errors import BridgeError
+from bridge.manage.api import Bridge
+from bridge.manage.views import Token
+from bridge.manage.web.answers import ASGIApp, Receive, Scope, Send
+from bridge.rules.tokens import Role, client_address, may_be_named_token, trusted_proxies
 
 #: The header a client may name a person or a system in, for the audit log.
 ACTOR_HEADER = "x-bridge-actor"
@@ -83,6 +99,34 @@ def access_of(settings: Settings, token: str | None, client_host: str | None) ->
     return Access.READ if read else Access.NONE
 
 
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: what they may do, and the name the audit log gives them (``admin`` or
+    ``read`` for a settings token and the loopback rule, or a named token's name)."""
+
+    access: Access
+    name: str
+    #: The named token they hold, if they hold one.
+    token: Token | None = None
+
+    @property
+    def role(self) -> Role:
+        return Role.ADMIN if self.access is Access.ADMIN else Role.READ
+
+
+def caller_of(bridge: Bridge, token: str | None, client_host: str | None) -> Caller:
+    """Who a request with bearer ``token`` from ``client_host`` is. A text shaped like a
+    named token is that token or no one: a revoked one does not fall back on the loopback
+    rule."""
+    if token is not None and may_be_named_token(token):
+        named = bridge.token_holder(token)
+        if named is None:
+            return Caller(Access.NONE, "unknown")
+        return Caller(Access[named.role.upper()], named.name, named)
+    access = access_of(bridge.settings, token, client_host)
+    return Caller(access, "admin" if access is Access.ADMIN else "read")
+
+
 #: Methods that change something: a browser may be made to send them from another site.
 UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
@@ -125,14 +169,102 @@ def bearer(authorization: str | None) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
-def actor(access: Access, client_host: str | None, claimed: str | None = None) -> str:
-    """Who the audit log says made a change over HTTP: the token's role and the client's
-    address, and the name the client gave in ``X-Bridge-Actor`` (kept short and printable)."""
-    role = "admin" if access is Access.ADMIN else "read"
-    who = f"http:{role}@{client_host or 'unknown'}"
+def actor(name: str, client_host: str | None, claimed: str | None = None) -> str:
+    """Who the audit log says made a change over HTTP: the token's name (``admin`` and
+    ``read`` for the settings tokens), the client's address, and the name the client gave
+    in ``X-Bridge-Actor`` (kept short and printable)."""
+    who = f"http:{name}@{client_host or 'unknown'}"
     if claimed:
         shown = "".join(c for c in claimed if unicodedata.category(c)[0] not in "CZ" or c == " ")
         shown = shown.strip()[:ACTOR_MAX]
         if shown:
             who += f" ({shown})"
     return who
+
+
+# -- the dashboard's sessions and forms ------------------------------------------------------
+
+SESSION_LIFETIME = timedelta(days=7)
+
+
+def _key(settings: Settings, purpose: str) -> bytes:
+    """A key derived from the tokens, the same in every server process (changing a token
+    ends every session and form). Without a token it protects nothing secret: requests
+    are then refused unless addressed to a loopback name from this site."""
+    material = "\0".join(
+        (purpose, settings.api_admin_token, settings.api_read_token, settings.database_url)
+    )
+    return hashlib.sha256(material.encode()).digest()
+
+
+def _session_key(settings: Settings) -> bytes:
+    """The key sessions are signed with."""
+    return _key(settings, "bridge-session")
+
+
+def _sign(key: bytes, text: str) -> str:
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def session_cookie(settings: Settings, secret: str) -> str:
+    """The cookie of the dashboard session ``secret``, signed: a cookie that was not made
+    with the current settings tokens is refused before the store is asked."""
+    return f"{secret}.{_sign(_session_key(settings), secret)}"
+
+
+def session_secret(settings: Settings, cookie: str | None) -> str | None:
+    """The session secret a cookie carries, when its signature holds; None otherwise. The
+    store says whether that session still lasts."""
+    if not cookie or "." not in cookie:
+        return None
+    secret, _, signature = cookie.rpartition(".")
+    if not hmac.compare_digest(signature.encode(), _sign(_session_key(settings), secret).encode()):
+        return None
+    return secret
+
+
+def message_signature(settings: Settings, message: str) -> str:
+    """The signature of a message a dashboard page is sent back with after an action
+    (``?done=``, ``?error=``), so that a page shows only what this server wrote."""
+    return _sign(_key(settings, "bridge-message"), message)
+
+
+def csrf_token(settings: Settings, basis: str) -> str:
+    """The CSRF token of the dashboard's forms for the session ``basis`` (its cookie, or
+    ``loopback`` with no token configured)."""
+    return _sign(_key(settings, "bridge-csrf"), basis)
+
+
+# -- the client's address ------------------------------------------------------------------
+
+
+class ForwardedClient:
+    """Sets the request's client to the address a trusted proxy forwarded.
+
+    A request whose socket peer is one of ``bridge_trusted_proxies`` is
+    treated as coming from the client the proxies name (``Forwarded``, else
+    ``X-Forwarded-For``, read from the last hop); from any other peer those
+    headers change nothing. Everything after (the loopback rule, the sign-in
+    limit, the audit log) reads the address this leaves.
+    """
+
+    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+        self.app = app
+        self.proxies = trusted_proxies(settings.trusted_proxies)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.proxies and scope.get("client"):
+            # A header sent several times is one list, in order (RFC 9110, 5.3).
+            hops: dict[str, list[str]] = {"x-forwarded-for": [], "forwarded": []}
+            for key, value in scope["headers"]:
+                hops.get(key.decode("latin-1").lower(), []).append(value.decode("latin-1"))
+            peer = scope["client"][0]
+            client = client_address(
+                peer,
+                ",".join(hops["x-forwarded-for"]) or None,
+                ",".join(hops["forwarded"]) or None,
+                self.proxies,
+            )
+            if client != peer:
+                scope = {**scope, "client": (client, 0)}
+        await self.app(scope, receive, send)

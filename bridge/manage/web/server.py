@@ -22,8 +22,17 @@ def serve(bridge: Bridge, host: str, port: int, workers: int, app_path: str | No
     import uvicorn
 
     check_bind(host, bridge.settings)
-    bridge.database.require_schema()
-    options = {"host": host, "port": port, "log_level": "info", "server_header": False}
+    bridge.check_schema()
+    # uvicorn would believe X-Forwarded-For from 127.0.0.1 by default: any local process
+    # could then name the address the audit log records. The application reads those
+    # headers itself, from the proxies bridge_trusted_proxies names only.
+    options = {
+        "host": host,
+        "port": port,
+        "log_level": "info",
+        "server_header": False,
+        "proxy_headers": False,
+    }
     if workers == 1:
         from bridge.manage.web.app import create_app
 

@@ -23,8 +23,14 @@
     root.querySelectorAll("time[datetime]").forEach(function (node) {
       var date = new Date(node.getAttribute("datetime"));
       if (isNaN(date)) { return; }
-      node.title = node.getAttribute("datetime");
+      node.title = format.format(date) + " (" + zone + ")";
       node.textContent = format.format(date) + (node.hasAttribute("data-relative") ? " (" + ago(date) + ")" : "");
+    });
+    // The strip's marks: their tooltips in the zone the page shows its times in.
+    root.querySelectorAll("[data-at]").forEach(function (node) {
+      var date = new Date(node.getAttribute("data-at"));
+      if (isNaN(date)) { return; }
+      node.title = format.format(date) + ": " + node.getAttribute("data-status");
     });
     root.querySelectorAll("[data-zone]").forEach(function (node) { node.textContent = zone; });
   }

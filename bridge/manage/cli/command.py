@@ -1,0 +1,84 @@
+"""What every command shares: the :class:`Bridge` it acts through, and its failures in one line.
+
+Every failure, a usage error as much as a refusal of the bridge or a
+database error, ends the command with one ``Error: <reason>`` line and exit
+status 1: no traceback and no click usage block reaches the user.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+
+from bridge.errors import BridgeError
+from bridge.manage.api import Bridge, DatabaseError, default_actor, error_reason
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def bridge_of(ctx: click.Context, check_schema: bool = True) -> Bridge:
+    """The bridge of the command's app; unless ``check_schema`` is false, refused in one line
+    when the store's schema is not one this release may run against."""
+    app = getattr(ctx.obj, "app", None)
+    api = Bridge(app, actor=default_actor("cli"))
+    if check_schema:
+        api.check_schema()
+    return api
+
+
+def fails_in_one_line(command: F) -> F:
+    """Turn the bridge's refusals and database errors into ``Error: <reason>`` and exit 1."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except BridgeError as exc:
+            raise click.ClickException(str(exc)) from None
+        except DatabaseError as exc:
+            raise click.ClickException(f"database error: {error_reason(exc)}") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def usage_in_one_line() -> Iterator[None]:
+    """A usage error (unknown option or command, missing argument, bad value) as one
+    ``Error:`` line and exit status 1, like every other failure of the commands.
+
+    Only the help shown when no command is given stays as click prints it.
+    """
+    try:
+        yield
+    except click.exceptions.NoArgsIsHelpError:
+        raise
+    except click.MissingParameter as exc:
+        raise click.ClickException(" ".join(exc.format_message().split())) from None
+    except click.BadParameter as exc:
+        # A value a typed option refused: "count: got 'lots', expected a whole number ...".
+        name = exc.param.name if exc.param is not None and exc.param.name else "value"
+        raise click.ClickException(f"{name}: {exc.message}") from None
+    except click.UsageError as exc:
+        raise click.ClickException(" ".join(exc.format_message().split())) from None
+
+
+class OneLineGroup(click.Group):
+    """The ``bridge`` group: its usage errors and its commands' read as one line."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        with usage_in_one_line():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with usage_in_one_line():
+            return super().invoke(ctx)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -263,6 +264,14 @@ class Env:
             result = run_cli_here(args, self.workdir, self.environ(**extra))
         if check and result.returncode != 0:
             pytest.fail(f"bridge {' '.join(args)} exited {result.returncode}: {result.stderr}")
+        if check and "--json" in args:
+            try:
+                json.loads(result.stdout)
+            except ValueError:
+                pytest.fail(
+                    f"bridge {' '.join(args)} printed no JSON:\n"
+                    f"stdout: {result.stdout!r}\nstderr: {result.stderr!r}"
+                )
         return result
 
     def start(

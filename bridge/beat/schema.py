@@ -10,7 +10,9 @@ asks (:mod:`bridge.rules.releases`) before its first fire and every
   the one this release expects, and what to run, and exits with status
   :data:`REFUSED_STATUS`, found as it starts or while it runs;
 * no tables yet (beat started before ``migrate``): it waits, saying so once,
-  and starts firing when the schema appears;
+  and starts firing when the schema appears. Until then a schema behind is
+  the migration it waits for under way (on SQLite and MySQL every migration
+  is seen as it commits), not a refusal;
 * no answer (an outage): the tick's own work meets the outage and backs off,
   and the question is asked again when the database is back.
 """
@@ -50,6 +52,8 @@ class SchemaWatch:
         self._due = 0.0
         #: The mismatch that stopped beat while it ran, if one did.
         self.refused: SchemaMismatch | None = None
+        #: Whether beat met a store with no tables and waits for its first ``migrate``.
+        self._awaiting_migrate = False
 
     def at_start(self) -> None:
         """Refuse (:class:`SchemaMismatch`) a schema behind or ahead of this release. One that
@@ -78,9 +82,12 @@ class SchemaWatch:
         try:
             self.database.require_schema(self.release)
         except SchemaMismatch as exc:
-            if exc.fit is Fit.EMPTY:
+            migrating = self._awaiting_migrate and exc.fit is Fit.BEHIND
+            if exc.fit is Fit.EMPTY or migrating:
+                self._awaiting_migrate = True
                 raise SchemaPending(f"{exc}; waiting for it") from None
             raise
+        self._awaiting_migrate = False
         self._due = time.monotonic() + CHECK_INTERVAL
 
     def recheck(self) -> None:

@@ -62,8 +62,10 @@ def test_retry_then_success_and_revoked(pg_env: Env) -> None:
     wait_for(lambda: worker.log.count(f"[{run_id}] retry") >= 1, 30, what="a retry")
     # The worker writes what it logged within its gathering delay, not at once.
     wait_for(
-        lambda: [status for (status,) in rows(env.database_url, RUN_STATUS, i=run_id)]
-        in (["RETRY"], ["RECEIVED"], ["STARTED"], ["SUCCESS"]),
+        lambda: (
+            [status for (status,) in rows(env.database_url, RUN_STATUS, i=run_id)]
+            in (["RETRY"], ["RECEIVED"], ["STARTED"], ["SUCCESS"])
+        ),
         10,
         what="the worker's record of the run",
     )

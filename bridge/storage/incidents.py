@@ -110,21 +110,25 @@ class IncidentStore:
         """Claim the alert an incident owes, for :data:`CLAIM`: ``opened``, ``repeat`` or
         ``recovered``, or None when it owes none or someone else claimed it first."""
         with self.database.session() as session:
-            incident = session.scalar(
-                select(Incident).where(Incident.id == incident_id, _owing(now, repeat))
-            )
-            if incident is None:
-                return None
+            # One statement asks whether it owes an alert and claims it, so that a sender
+            # that read it as owing just before another sent it finds nothing to claim.
             claimed = session.execute(
                 update(Incident)
-                .where(Incident.id == incident_id, _unclaimed(now))
+                .where(Incident.id == incident_id, _owing(now, repeat))
                 .values(claimed_until=now + CLAIM)
+                .execution_options(synchronize_session=False)
             )
             if not claimed.rowcount:  # type: ignore[attr-defined]
                 return None
-            if incident.closed_at is not None:
+            # Read under the claim's lock: the row as the last sender left it.
+            closed_at, alerted_at = session.execute(
+                select(Incident.closed_at, Incident.alerted_at)
+                .where(Incident.id == incident_id)
+                .with_for_update()
+            ).one()
+            if closed_at is not None:
                 return "recovered"
-            return "opened" if incident.alerted_at is None else "repeat"
+            return "opened" if alerted_at is None else "repeat"
 
     def sent(self, incident_id: int, event: str, now: datetime) -> None:
         """The claimed alert went out: mark it, release the claim, and count it on its

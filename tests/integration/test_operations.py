@@ -365,6 +365,38 @@ def test_an_alert_claim_is_given_back_when_it_cannot_be_sent(api: Bridge, migrat
     assert store.claim(opened, START + 2 * hour + span(minutes=1), hour) == "repeat"
 
 
+@pytest.mark.parametrize("db_url", ["postgres", "mariadb"], indirect=True)
+def test_an_alert_another_sender_sent_meanwhile_is_not_claimed_again(
+    api: Bridge, migrated: str
+) -> None:
+    """Two beats' watchdogs both find an incident owing its opening alert; one claims it and
+    sends it while the other is about to claim it. The other then finds nothing owed.
+    (On SQLite a session takes the write lock as it begins: claims cannot interleave.)"""
+    from bridge.storage.database import Database
+    from bridge.storage.incidents import IncidentStore, Opening
+
+    first = IncidentStore(database_for(migrated))
+    second = IncidentStore(Database(migrated))
+    [opened] = first.open([Opening("no_beat", None, None, None, "silence")], START)
+    hour = timedelta(hours=1)
+    sent_first: list[str | None] = []
+
+    def first_sends_it(_c: object, _cursor: object, statement: str, *_: object) -> None:
+        if not sent_first and statement.lstrip().upper().startswith("UPDATE INCIDENT"):
+            sent_first.append(event_claimed := first.claim(opened, START, hour))
+            first.sent(opened, str(event_claimed), START)
+
+    event.listen(second.database.engine, "before_cursor_execute", first_sends_it)
+    try:
+        assert second.claim(opened, START, hour) is None
+    finally:
+        event.remove(second.database.engine, "before_cursor_execute", first_sends_it)
+        second.database.dispose()
+    assert sent_first == ["opened"]
+    [(alerts,)] = rows(migrated, "SELECT alerts FROM incident")
+    assert alerts == 1
+
+
 def test_a_backfill_does_not_resend_what_retention_pruned(sender: Bridge, migrated: str) -> None:
     from bridge.rules.retention import Limits
     from bridge.storage.retention import Flagged, Retention

@@ -17,11 +17,11 @@ import os
 import time
 import urllib.request
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from celery import Celery
 
+import bridge.folder_broker
 import bridge.recorder
 from bridge.worker.task import BridgeTask
 
@@ -56,20 +56,12 @@ def use_broker(target: Celery, environ: Mapping[str, str]) -> None:
     """Point ``target`` at the broker ``environ`` names: ``CELERY_BROKER_URL``, or by default
     the folder ``BRIDGE_BROKER_DIR`` (``.broker``)."""
     url = environ.get("CELERY_BROKER_URL", "filesystem://")
-    target.conf.broker_url = url
-    target.conf.broker_transport_options = {}
     if url.startswith("filesystem://"):
-        # Producers write and consumers read the same folder; the control folder
-        # carries the fanout exchanges that events and remote control use.
-        broker_dir = Path(environ.get("BRIDGE_BROKER_DIR", ".broker"))
-        for sub in ("queue", "control"):
-            (broker_dir / sub).mkdir(parents=True, exist_ok=True)
-        target.conf.broker_transport_options = {
-            "data_folder_in": str(broker_dir / "queue"),
-            "data_folder_out": str(broker_dir / "queue"),
-            "control_folder": str(broker_dir / "control"),
-            "polling_interval": 0.2,
-        }
+        bridge.folder_broker.use(target, environ.get("BRIDGE_BROKER_DIR", ".broker"))
+    else:
+        target.conf.broker_url = url
+        target.conf.broker_transport = None
+        target.conf.broker_transport_options = {}
 
 
 use_broker(app, os.environ)

@@ -52,24 +52,16 @@ NEWEST_PYTHON = "3.13"
 #: The user's project: the README's app, configured from the environment of the test.
 PROJECT = """\
 import os
-from pathlib import Path
 
 from celery import Celery
 
+import bridge.folder_broker
 import bridge.recorder
 
 app = Celery("proj", broker=os.environ["PROJ_BROKER_URL"])
 app.conf.bridge_database_url = os.environ["PROJ_DATABASE_URL"]
 if app.conf.broker_url.startswith("filesystem://"):
-    folder = Path("broker")
-    for sub in ("queue", "control"):
-        (folder / sub).mkdir(parents=True, exist_ok=True)
-    app.conf.broker_transport_options = {
-        "data_folder_in": "broker/queue",
-        "data_folder_out": "broker/queue",
-        "control_folder": "broker/control",
-        "polling_interval": 0.2,
-    }
+    bridge.folder_broker.use(app, "broker")
 
 bridge.recorder.install(app)
 

@@ -138,8 +138,11 @@ def test_a_batch_reaches_the_worker_once_each_with_priority_and_routing(
     for name in names:
         add(env, name, "quick", "every 2s", "--overlap", "allow", "--expires", "never",
             "--catchup", "all")  # fmt: skip
-    add(env, "prio", "delivery", "every 2s", "--options", json.dumps({"priority": 7}))
-    add(env, "routed", "delivery", "every 2s", "--queue", "reports")
+    # Their messages never expire either: a worker that a busy machine makes take one late
+    # would discard it, and say so.
+    add(env, "prio", "delivery", "every 2s", "--options", json.dumps({"priority": 7}),
+        "--expires", "never")  # fmt: skip
+    add(env, "routed", "delivery", "every 2s", "--queue", "reports", "--expires", "never")
     start_worker(env, 8)
     env.start("worker", "-Q", "reports", "-c", "1").wait_log("ready", timeout=90)
     beat = start_beat(env, BRIDGE_BATCH_SIZE="16")  # several batches per instant

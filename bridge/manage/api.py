@@ -568,6 +568,13 @@ class Bridge:
         """The schedule called ``name``, with its health."""
         return self._judged([self.store.get(lookup_text("name", name))])[0]
 
+    def named(self, names: Collection[str]) -> builtins.list[Schedule]:
+        """The schedules called ``names`` that exist, by name, each with its health judged:
+        one read for them all, for a page of them that another listing chose."""
+        if not names:
+            return []
+        return self._judged(self.store.named(names))
+
     def list(self) -> builtins.list[Schedule]:
         """Every schedule, by name, with its health."""
         return self._judged(self.store.all())

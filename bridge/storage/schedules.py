@@ -151,6 +151,12 @@ class ScheduleStore:
         with self.database.session() as session:
             return _by_name(session, name)
 
+    def named(self, names: Collection[str]) -> list[PeriodicTask]:
+        """The schedules called ``names`` that exist, their labels loaded, by name."""
+        statement = select(PeriodicTask).where(PeriodicTask.name.in_(list(names)))
+        with self.database.session() as session:
+            return list(session.scalars(_with_labels(statement.order_by(PeriodicTask.name))))
+
     def all(self) -> list[PeriodicTask]:
         """Every schedule, by name."""
         with self.database.session() as session:

@@ -152,3 +152,19 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
     from bridge import broker
 
     assert broker.__name__ == "bridge.broker"
+
+
+def test_the_wheel_lists_every_package_of_the_source() -> None:
+    """setuptools builds the wheel from the packages pyproject.toml names, not from the
+    tree: a package left out of the list installs without it, and every import of it
+    fails where users installed the wheel."""
+    import tomllib
+
+    root = Path(bridge.__file__).parent
+    config = tomllib.loads((root.parent / "pyproject.toml").read_text())
+    listed = set(config["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(("bridge", *init.parent.relative_to(root).parts))
+        for init in root.rglob("__init__.py")
+    }
+    assert found - listed == set()

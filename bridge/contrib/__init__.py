@@ -1,0 +1,1 @@
+"""Integrations with frameworks the bridge's users run it beside."""

@@ -183,8 +183,11 @@ def test_the_admin_changes_schedules_through_the_bridge(site: Site) -> None:
     assert "task: got &#x27;nowhere.nothing&#x27;" in unknown.text, unknown.text[-3000:]
     assert [s.name for s in bridge.list()] == ["nightly"]
 
-    # Edited: a new timer moves the next run.
+    # Edited: a new timer moves the next run. The page shows the next runs.
     edit = f"/admin/bridge/schedule/{schedule.id}/change/"
+    page = site.client.get(edit).text
+    upcoming = bridge.forecast("nightly", 5).runs
+    assert f"{upcoming[0].fire_at:%Y-%m-%d %H:%M:%S} UTC; " in page, page[-3000:]
     changed = site.post(edit, form(timer="every 2h", labels="reports"))
     assert changed.status_code == 302, changed.text[-3000:]
     edited = bridge.get("nightly")

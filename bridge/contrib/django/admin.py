@@ -170,7 +170,16 @@ class ScheduleAdmin(admin.ModelAdmin):
     list_per_page = 100
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
-        return ("name",) if obj is not None else ()
+        return ("name", "next_runs") if obj is not None else ()
+
+    @admin.display(description="next runs")
+    def next_runs(self, obj: Any) -> str:
+        """The next five runs beat will send, in UTC, as ``bridge next`` forecasts them."""
+        outlook = _shared().forecast(obj.name, 5)
+        times = [f"{run.fire_at:%Y-%m-%d %H:%M:%S} UTC" for run in outlook.runs]
+        if outlook.end is not None:
+            times.append(f"then no more: {outlook.end}" if times else outlook.end)
+        return "; ".join(times)
 
     def get_form(
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any

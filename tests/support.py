@@ -452,10 +452,14 @@ def execute(database_url: str, statement: str, **params: Any) -> None:
 
 
 @contextmanager
-def served(workdir: Path, broker_url: str | None = None, **settings: str) -> Iterator[Env]:
-    """A ``celery bridge serve`` with ``settings`` on a fresh, migrated PostgreSQL database;
-    its address is ``env.server_url``. Stopped and dropped afterwards."""
-    with postgres_database() as database_url:
+def served(
+    workdir: Path, broker_url: str | None = None, store: str = "postgres", **settings: str
+) -> Iterator[Env]:
+    """A ``celery bridge serve`` with ``settings`` on a fresh, migrated PostgreSQL database
+    (or MariaDB, ``store="mariadb"``); its address is ``env.server_url``. Stopped and dropped
+    afterwards."""
+    fresh = mysql_database if store == "mariadb" else postgres_database
+    with fresh() as database_url:
         env = Env(workdir, database_url, broker_url)
         env.cli("migrate")
         port = free_port()

@@ -26,11 +26,11 @@ ADMIN = "fuzz-admin-token-0123456789abcdef"
 EXAMPLES = 15
 
 
-@pytest.fixture(scope="module")
-def url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@pytest.fixture(scope="module", params=["postgres", "mariadb"])
+def url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # A broker that answers: a run the fuzzer asks for is sent, not refused 503.
     workdir = tmp_path_factory.mktemp("fuzz")
-    with served(workdir, redis_broker(), BRIDGE_API_ADMIN_TOKEN=ADMIN) as env:
+    with served(workdir, redis_broker(), request.param, BRIDGE_API_ADMIN_TOKEN=ADMIN) as env:
         yield env.server_url
 
 

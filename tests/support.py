@@ -15,6 +15,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -449,6 +450,12 @@ def execute(database_url: str, statement: str, **params: Any) -> None:
             connection.execute(text(statement), params)
     finally:
         engine.dispose()
+
+
+def stored_time(database_url: str, moment: datetime) -> datetime:
+    """``moment`` as the bridge stores it: aware on PostgreSQL, naive UTC elsewhere."""
+    utc = moment.astimezone(UTC)
+    return utc if database_url.startswith("postgresql") else utc.replace(tzinfo=None)
 
 
 @contextmanager

@@ -27,6 +27,7 @@ from tests.support import (
     REPO,
     Env,
     free_port,
+    mysql_database,
     postgres_database,
     redis_broker,
     unavailable,
@@ -88,15 +89,19 @@ class Site:
         page.screenshot(path=str(self.shots / f"{name}.png"), full_page=False)
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+@pytest.fixture(scope="module", params=["postgres", "mariadb"])
+def site(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Site]:
+    """The dashboard of a server with a worker and a beat, on PostgreSQL and on MariaDB."""
     if not Path(CHROMIUM).exists():
         unavailable("Chromium", f"no browser at {CHROMIUM} (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
     workdir = tmp_path_factory.mktemp("dashboard")
     shots = tmp_path_factory.mktemp("screenshots")
-    with postgres_database() as database_url, sync_playwright() as playwright:
+    fresh = postgres_database if request.param == "postgres" else mysql_database
+    with fresh() as database_url, sync_playwright() as playwright:
         env = Env(workdir, database_url, redis_broker())
         env.cli("migrate")
         port = free_port()

@@ -87,14 +87,16 @@ class Server:
         return [row[0] for row in found]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@pytest.fixture(scope="module", params=["postgres", "mariadb"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
     settings = {
         "BRIDGE_API_ADMIN_TOKEN": ADMIN,
         "BRIDGE_API_READ_TOKEN": READ,
         "BRIDGE_TRUSTED_PROXIES": PROXY,
     }
-    with served(tmp_path_factory.mktemp("tokens"), **settings) as env:
+    with served(tmp_path_factory.mktemp("tokens"), None, request.param, **settings) as env:
         yield Server(env)
 
 

@@ -25,9 +25,11 @@ from tests.support import (
     Env,
     execute,
     free_port,
+    mysql_database,
     postgres_database,
     redis_broker,
     rows,
+    stored_time,
     wait_for,
 )
 
@@ -69,10 +71,14 @@ class Deployment:
         return str(self.reader.get(f"/api/v1/runs/{run_id}").json()["status"])
 
 
-@pytest.fixture(scope="module")
-def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+@pytest.fixture(scope="module", params=["postgres", "mariadb"])
+def deployment(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Deployment]:
+    """A server, a worker and a beat on PostgreSQL, and again on MariaDB."""
     workdir = tmp_path_factory.mktemp("web")
-    with postgres_database() as database_url:
+    fresh = postgres_database if request.param == "postgres" else mysql_database
+    with fresh() as database_url:
         env = Env(workdir, database_url, redis_broker())
         env.cli("migrate")
         tokens = {"BRIDGE_API_ADMIN_TOKEN": ADMIN, "BRIDGE_API_READ_TOKEN": READ}
@@ -81,6 +87,15 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
             env.serve(port, **tokens)
             env.start("worker", "-P", "prefork")
             env.start("beat", BRIDGE_BEAT_METRICS_PORT=str(beat_port))
+            # Beat writes the app's beat_schedule as it starts, with its own audit entry:
+            # the tests begin once it has, so that no entry of theirs is followed by it.
+            wait_for(
+                lambda: rows(
+                    database_url, "SELECT id FROM periodic_task WHERE name = 'config-heartbeat'"
+                ),
+                90,
+                what="beat to sync the app's beat_schedule",
+            )
             yield Deployment(
                 env, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{beat_port}/metrics"
             )
@@ -546,10 +561,11 @@ def test_a_silence_is_audited_when_it_was_said(deployment: Deployment) -> None:
     """A silence leaves the row's ``updated_at`` (the definition did not change): its audit
     entry still carries the time of the request, not the row's last edit."""
     deployment.create("silenced-later")
+    url = deployment.env.database_url
     execute(
-        deployment.env.database_url,
-        "UPDATE periodic_task SET updated_at = updated_at - interval '3 days'"
-        " WHERE name = 'silenced-later'",
+        url,
+        "UPDATE periodic_task SET updated_at = :at WHERE name = 'silenced-later'",
+        at=stored_time(url, datetime.now(UTC) - timedelta(days=3)),
     )
     before = datetime.now(UTC)
     deployment.admin.post("/api/v1/schedules/silenced-later/silence", json={"for": "1h"})
@@ -709,11 +725,13 @@ def test_a_one_shot_that_ran_is_finished_on_every_surface(deployment: Deployment
 
 def test_a_missed_incident_says_what_passed_the_occurrences_over(deployment: Deployment) -> None:
     """Catch-up latest has no window: its incident says it ran only the most recent."""
-    deployment.create("caught-up", catchup="latest")
+    created = deployment.create("caught-up", catchup="latest")
+    url = deployment.env.database_url
+    behind = stored_time(url, datetime.fromisoformat(created["anchor"]) - timedelta(hours=3))
     execute(
-        deployment.env.database_url,
-        "UPDATE periodic_task SET next_occurrence = anchor - interval '3 hours',"
-        " nextrun = anchor - interval '3 hours' WHERE name = 'caught-up'",
+        url,
+        "UPDATE periodic_task SET next_occurrence = :t, nextrun = :t WHERE name = 'caught-up'",
+        t=behind,
     )
 
     def incident() -> dict[str, Any] | None:

@@ -40,9 +40,16 @@ class ChangeListener:
 
         Notifications that queued up meanwhile are consumed together. Without
         a connection (the database is down) this sleeps the whole timeout.
+        A connection that starts listening now answers True at once, without
+        sleeping: a change made before its ``LISTEN`` (since beat started, or
+        while the connection was lost) was never notified, so the caller must
+        look at the table again, now that later changes will be.
         """
         try:
+            fresh = self._connection is None or self._connection.closed
             connection = self._connected()
+            if fresh:
+                return True
             woken = any(True for _ in connection.notifies(timeout=max(timeout, 0.0), stop_after=1))
             if woken:
                 for _ in connection.notifies(timeout=0.0):

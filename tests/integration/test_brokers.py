@@ -202,12 +202,14 @@ def test_beats_producer_declares_each_queue_once_a_connection(amqp_url: str) -> 
         with app.connection_for_write() as connection:
             return int(connection.default_channel.queue_declare(queue, passive=True).message_count)
 
+    # RabbitMQ counts a message once it has queued it, which a busy server does a moment
+    # after the publish returns: a lost message never would be.
     publish(3)
-    assert waiting() == 3
+    wait_for(lambda: waiting() == 3, 10, what="three messages queued")
     with app.connection_for_write() as connection:
         connection.default_channel.queue_delete(queue)
     publish(2)  # a new connection: the queue is declared again, the messages kept
-    assert waiting() == 2
+    wait_for(lambda: waiting() == 2, 10, what="two messages queued")
 
 
 @pytest.mark.parametrize("pooled", [False, True], ids=["beat", "api"])

@@ -59,7 +59,7 @@ def peer(python: Path, script: str, *args: str, **env: str) -> str:
     return result.stdout
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "mariadb"])
 def django_source(
     request: pytest.FixtureRequest, tmp_path: Path, peer_python: Path
 ) -> Iterator[str]:
@@ -69,10 +69,20 @@ def django_source(
         peer(peer_python, "django_source.py", SOURCE_DATABASE_URL=url)
         yield url
         return
-    with support.postgres_database("bridge_django_") as database:
-        url = database.replace("postgresql+psycopg://", "postgresql://")
+    fresh = support.postgres_database if request.param == "postgres" else support.mysql_database
+    with fresh("bridge_django_") as database:
+        url = database.replace("+psycopg://", "://").replace("+pymysql://", "://")
         peer(peer_python, "django_source.py", SOURCE_DATABASE_URL=url)
         yield url
+
+
+@pytest.fixture
+def target_env(request: pytest.FixtureRequest, django_source: str) -> Env:
+    """Where the schedules move: a MariaDB store from a MariaDB source (the move of a
+    Django project on MySQL), a PostgreSQL store from the others."""
+    fixture = "mariadb_env" if django_source.startswith("mysql") else "pg_env"
+    env: Env = request.getfixturevalue(fixture)
+    return env
 
 
 def bridge_rows(env: Env) -> dict[str, Any]:
@@ -85,11 +95,10 @@ def bridge_rows(env: Env) -> dict[str, Any]:
 
 
 def test_django_celery_beat_moves_in_and_fires(
-    pg_env: Env, django_source: str, peer_python: Path
+    target_env: Env, django_source: str, peer_python: Path
 ) -> None:
-    dry = pg_env.cli(
-        "import", "--from", "django-celery-beat", django_source, "--dry-run", check=False
-    )
+    env = target_env
+    dry = env.cli("import", "--from", "django-celery-beat", django_source, "--dry-run", check=False)
     assert dry.returncode == 1, dry.stderr  # two rows are refused
     assert "source (Celery)" in dry.stdout
     assert "<- differs" not in dry.stdout
@@ -97,12 +106,12 @@ def test_django_celery_beat_moves_in_and_fires(
         "dry run, nothing written: imported 10 (created 10, updated 0), unchanged 0, "
         "refused 2, approximated 0"
     )
-    assert rows(pg_env.database_url, "SELECT name FROM periodic_task") == []
+    assert rows(env.database_url, "SELECT name FROM periodic_task") == []
     refused = dict(line.split(": ", 1) for line in dry.stderr.strip().splitlines())
     assert "--approximate" in refused["refused ends-in-a-week"]
     assert "elsewhere.task" in refused["refused needs-a-worker-only"]
 
-    done = pg_env.cli(
+    done = env.cli(
         "import", "--from", "django-celery-beat", django_source, "--disable-source",
         "--approximate", "--allow-unknown-task",
     )  # fmt: skip
@@ -110,7 +119,7 @@ def test_django_celery_beat_moves_in_and_fires(
         "imported 12 (created 12, updated 0), unchanged 0, refused 0, approximated 1; "
         "disabled in the source 10"
     )
-    found = bridge_rows(pg_env)
+    found = bridge_rows(env)
     assert found["friday-13"].timer == "celery 0 0 13 * fri"
     assert found["sunset-berlin"].timer == "solar sunset 52.52 13.405"
     assert found["launch"].timer.startswith("at ")
@@ -135,19 +144,19 @@ def test_django_celery_beat_moves_in_and_fires(
     assert [name for name, row in source.items() if row["enabled"]] == []
 
     # Idempotent: a second import changes nothing.
-    again = pg_env.cli(
+    again = env.cli(
         "import", "--from", "django-celery-beat", django_source, "--approximate",
         "--allow-unknown-task",
     )  # fmt: skip
     assert "imported 0 (created 0, updated 0), unchanged 12" in again.stdout
 
     # The interval fires from where django-celery-beat left it, on a real beat.
-    pg_env.start("worker")
-    pg_env.start("beat")
+    env.start("worker")
+    env.start("beat")
     wait_for(
         lambda: list(
             rows(
-                pg_env.database_url,
+                env.database_url,
                 "SELECT r.status, r.plan_time, p.last_run_at FROM task_execution r JOIN"
                 " periodic_task p ON p.id = r.periodic_task_id WHERE p.name = 'every-2s'"
                 " AND r.status = 'SUCCESS'",

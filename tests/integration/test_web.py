@@ -294,6 +294,13 @@ def test_malformed_bodies_and_queries_are_refused_in_one_shape(deployment: Deplo
     assert not_json.status_code == 400
     assert set(not_json.json()) == {"error", "field", "expected", "message"}
     assert (not_json.json()["error"], not_json.json()["field"]) == ("malformed", "body")
+    # Only to a caller the token allows: the others learn nothing of what a body should be.
+    for client, status in ((deployment.anonymous, 401), (deployment.reader, 403)):
+        refused = client.post(
+            "/api/v1/schedules", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        assert refused.status_code == status, refused.text
+        assert refused.json()["error"] in {"unauthorized", "forbidden"}
     bad_limit = deployment.reader.get("/api/v1/schedules", params={"limit": "lots"})
     assert bad_limit.status_code == 422
     assert bad_limit.json()["field"] == "limit"

@@ -52,7 +52,7 @@ from bridge.manage.web.answers import (
     Send,
     answer_now,
 )
-from bridge.manage.web.routes import NotAllowed, Scraper, router
+from bridge.manage.web.routes import NotAllowed, Scraper, check_caller, router
 from bridge.manage.web.security import Access, ForwardedClient, request_refusal
 from bridge.rules.tokens import SignInLimit
 from bridge.version import __version__
@@ -216,12 +216,16 @@ def _add_errors(app: FastAPI) -> None:
         return answer(422, refusal(exc))
 
     @app.exception_handler(RequestValidationError)
-    def unparsed(_request: Request, exc: RequestValidationError) -> JSONAnswer:
+    def unparsed(request: Request, exc: RequestValidationError) -> JSONAnswer:
         # A body that is not JSON, or not an object; a required field left out, an unknown
         # field: said in the same shape as the bridge's own refusals.
         first = exc.errors()[0]
         kind = first.get("type", "")
         if kind == "json_invalid":
+            try:
+                check_caller(request)
+            except NotAllowed as refused:
+                return not_allowed(request, refused)
             error = first.get("ctx", {}).get("error", "not JSON")
             return answer(400, malformed(f"a JSON object (the body is not JSON: {error})"))
         location = [part for part in first.get("loc", ()) if part not in ("body", "query")]
@@ -245,6 +249,10 @@ def _add_errors(app: FastAPI) -> None:
         # FastAPI's 400 for a body it could not decode, in the bridge's shape.
         status = exc.status_code
         if status == 400:
+            try:
+                check_caller(request)
+            except NotAllowed as refused:
+                return not_allowed(request, refused)
             cause = exc.__cause__
             reason = next(
                 (words for kind, words in UNREADABLE.items() if isinstance(cause, kind)),

@@ -25,7 +25,14 @@ from bridge.manage.api import Bridge
 from bridge.manage.views import upcoming_json
 from bridge.manage.web import schemas
 from bridge.manage.web.answers import JSONAnswer
-from bridge.manage.web.security import ACTOR_HEADER, Access, actor, caller_of
+from bridge.manage.web.security import (
+    ACTOR_HEADER,
+    UNSAFE_METHODS,
+    Access,
+    actor,
+    bearer,
+    caller_of,
+)
 from bridge.rules import values
 
 
@@ -89,6 +96,22 @@ def _bridge_for(request: Request, needed: Access, credentials: Any, api: bool = 
     if api:
         known_parameters(request)
     return bridge.acting_as(actor(caller.name, client, request.headers.get(ACTOR_HEADER)))
+
+
+def check_caller(request: Request) -> None:
+    """Raise :class:`NotAllowed` unless the caller may make this request, judged from its
+    method: a change needs the admin token. For a body FastAPI could not decode, which it
+    refuses before any dependency of the route runs: a caller the token does not allow
+    learns nothing of what the body should have been. (The dashboard's forms sign in with
+    a session instead, and are judged by their own pages.)"""
+    if not request.url.path.startswith(router.prefix + "/"):
+        return
+    bridge: Bridge = request.app.state.bridge
+    client = request.client.host if request.client else None
+    caller = caller_of(bridge, bearer(request.headers.get("authorization")), client)
+    needed = Access.ADMIN if request.method in UNSAFE_METHODS else Access.READ
+    if caller.access < needed:
+        raise NotAllowed(caller.access, needed)
 
 
 def reader(

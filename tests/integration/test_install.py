@@ -446,3 +446,103 @@ def test_the_sdist_holds_what_the_wheel_is_built_from(dist: Dist) -> None:
         members = sdist.getnames()
     for name in revisions:
         assert any(m.endswith(f"/migrations/versions/{name}") for m in members), name
+
+
+#: A Django project as docs/django.md sets one up, on SQLite.
+DJANGO_SETTINGS = """\
+SECRET_KEY = "install-test"
+ALLOWED_HOSTS = ["testserver"]
+USE_TZ = True
+ROOT_URLCONF = "site_proj.urls"
+DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": "site.db"}}
+INSTALLED_APPS = [
+    "django.contrib.admin", "django.contrib.auth", "django.contrib.contenttypes",
+    "django.contrib.sessions", "django.contrib.messages", "bridge.contrib.django",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [{
+    "BACKEND": "django.template.backends.django.DjangoTemplates", "APP_DIRS": True,
+    "OPTIONS": {"context_processors": [
+        "django.template.context_processors.request",
+        "django.contrib.auth.context_processors.auth",
+        "django.contrib.messages.context_processors.messages",
+    ]},
+}]
+DATABASE_ROUTERS = ["bridge.contrib.django.router.BridgeRouter"]
+CELERY_BROKER_URL = "memory://"
+"""
+DJANGO_CELERY = """\
+import os
+
+from celery import Celery
+
+import bridge.recorder
+from bridge.contrib.django.conf import database_url
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "site_proj.settings")
+
+app = Celery("site_proj")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.bridge_database_url = database_url()
+bridge.recorder.install(app)
+
+
+@app.task(name="site_proj.ping")
+def ping():
+    return "pong"
+"""
+#: Signed in as a superuser, the admin adds a schedule through its form and lists it.
+DJANGO_ADMIN = """\
+import django
+django.setup()
+from django.contrib.auth.models import User
+from django.test import Client
+User.objects.create_superuser("admin", "a@example.com", "pw")
+client = Client()
+client.force_login(User.objects.get(username="admin"))
+added = client.post("/admin/bridge/schedule/add/", {
+    "name": "nightly", "task": "site_proj.ping", "timer": "every 1h", "timezone": "UTC",
+    "args": "[]", "kwargs": "{}", "labels": "", "queue": "",
+})
+print(added.status_code, "nightly" in client.get("/admin/bridge/schedule/").content.decode())
+"""
+
+
+def test_the_django_install_line_gives_the_admin(dist: Dist, tmp_path: Path) -> None:
+    """docs/django.md's install line, in a new virtualenv: a Django project set up as the
+    page says migrates, and its admin adds a schedule that the bridge's CLI then lists."""
+    found = re.search(
+        r"^\$ pip install '(celery-periodic-bridge\[[^']*\])'$",
+        (REPO / "docs" / "django.md").read_text(),
+        re.M,
+    )
+    assert found, "docs/django.md has no install line"
+    venv = make_venv(tmp_path / "env", sys.executable, with_extras(dist.wheel, found.group(1)))
+    project = tmp_path / "proj"
+    package = project / "site_proj"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from site_proj.celery import app\n")
+    (package / "settings.py").write_text(DJANGO_SETTINGS)
+    (package / "celery.py").write_text(DJANGO_CELERY)
+    (package / "urls.py").write_text(
+        "from django.contrib import admin\nfrom django.urls import path\n"
+        'urlpatterns = [path("admin/", admin.site.urls)]\n'
+    )
+    environ = clean_environ(venv, DJANGO_SETTINGS_MODULE="site_proj.settings", PYTHONPATH=".")
+
+    def run(*command: str) -> str:
+        done = subprocess.run(
+            command, cwd=project, env=environ, capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    run(str(venv.bin / "celery"), "-A", "site_proj", "bridge", "migrate")
+    run(str(venv.bin / "python"), "-m", "django", "migrate", "--noinput")
+    assert run(str(venv.bin / "python"), "-c", DJANGO_ADMIN).split() == ["302", "True"]
+    listed = run(str(venv.bin / "celery"), "-A", "site_proj", "bridge", "ls", "--json")
+    assert [schedule["name"] for schedule in json.loads(listed)] == ["nightly"]

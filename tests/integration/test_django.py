@@ -199,7 +199,7 @@ def test_the_admin_changes_schedules_through_the_bridge(site: Site) -> None:
     assert "nightly" in site.client.get(LIST, params={"label": "reports"}).text
     assert "nightly" not in site.client.get(LIST, params={"label": "other"}).text
 
-    # The actions: pause, the state filter, run now, resume.
+    # The actions: pause, the health filter, run now, resume.
     def act(action: str) -> httpx.Response:
         done = site.post(
             LIST, {"action": action, "_selected_action": [str(schedule.id)], "index": "0"}
@@ -209,8 +209,8 @@ def test_the_admin_changes_schedules_through_the_bridge(site: Site) -> None:
 
     act("pause")
     assert bridge.get("nightly").enabled is False
-    assert "nightly" in site.client.get(LIST, params={"state": "paused"}).text
-    assert "nightly" not in site.client.get(LIST, params={"state": "failing"}).text
+    assert "nightly" in site.client.get(LIST, params={"health": "paused"}).text
+    assert "nightly" not in site.client.get(LIST, params={"health": "failing"}).text
     act("resume")
     assert bridge.get("nightly").enabled is True
     sent = act("run_now")

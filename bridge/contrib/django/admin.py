@@ -25,9 +25,9 @@ from bridge.errors import BridgeError, ValidationError
 from bridge.manage.api import Bridge
 from bridge.rules.paging import PAGE_MAX
 
-#: The most schedules a state filter lists: the names of the schedules in a state are
+#: The most schedules the health filter lists: the names of the schedules in a state are
 #: read through the Bridge a page at a time, and a request stops after this many.
-STATE_FILTER_MAX = 10 * PAGE_MAX
+HEALTH_FILTER_MAX = 10 * PAGE_MAX
 
 
 @functools.cache
@@ -44,7 +44,7 @@ def _names_where(bridge: Bridge, **flag: bool) -> list[str]:
     """The names of the schedules the Bridge lists under ``flag``, up to the cap."""
     names: list[str] = []
     cursor = None
-    while len(names) < STATE_FILTER_MAX:
+    while len(names) < HEALTH_FILTER_MAX:
         page = bridge.schedules(cursor=cursor, limit=PAGE_MAX, **flag)  # type: ignore[arg-type]
         names += [schedule.name for schedule in page.items]
         cursor = page.next
@@ -53,11 +53,11 @@ def _names_where(bridge: Bridge, **flag: bool) -> list[str]:
     return names
 
 
-class StateFilter(admin.SimpleListFilter):
-    """The states the Bridge's own listing filters on, as the CLI's ``ls`` offers them."""
+class HealthFilter(admin.SimpleListFilter):
+    """The states of health the Bridge's own listing filters on, as ``bridge ls`` does."""
 
-    title = "state"
-    parameter_name = "state"
+    title = "health"
+    parameter_name = "health"
     STATES = ("late", "failing", "broken", "paused", "finished")
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
@@ -164,7 +164,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         "last_status",
         "last_run_at",
     )
-    list_filter = ("enabled", StateFilter, LabelFilter, "task")
+    list_filter = ("enabled", HealthFilter, LabelFilter, "task")
     search_fields = ("name", "task", "description")
     actions = ("pause", "resume", "run_now")
     list_per_page = 100

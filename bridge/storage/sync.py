@@ -23,7 +23,7 @@ from bridge.rules.definition import Definition
 from bridge.rules.edits import FRESH_STATE, MOVING_COLUMNS, TIMING_COLUMNS
 from bridge.rules.kinds import Source
 from bridge.storage.audit import Change, log
-from bridge.storage.database import Database
+from bridge.storage.database import Database, DatabaseError, is_conflict
 from bridge.storage.models import PeriodicTask
 from bridge.storage.sql import insert_skipping
 
@@ -46,6 +46,10 @@ class SyncReport:
     removed: int = 0
 
 
+#: How many times one sync is tried when the database ends it as a conflict.
+CONFLICT_ATTEMPTS = 5
+
+
 class ConfigSync:
     """Upserts ``beat_schedule`` entries into one database."""
 
@@ -61,7 +65,26 @@ class ConfigSync:
         """Upsert ``entries`` (name → checked definition and first occurrence after now),
         and disable the config rows whose name is not among ``names`` (every entry of
         ``beat_schedule``, refused ones included, so that a refused entry keeps its row).
+
+        Several beats starting together upsert the same rows: MySQL and MariaDB may end
+        one of those transactions as a deadlock (their gap locks), which is tried again,
+        up to :data:`CONFLICT_ATTEMPTS` times in all.
         """
+        attempt = 1
+        while True:
+            try:
+                return self._apply(entries, names, now)
+            except DatabaseError as exc:
+                if not is_conflict(exc) or attempt >= CONFLICT_ATTEMPTS:
+                    raise
+                attempt += 1
+
+    def _apply(
+        self,
+        entries: Mapping[str, tuple[Definition, datetime]],
+        names: Collection[str],
+        now: datetime,
+    ) -> SyncReport:
         report = SyncReport()
         with self.database.session() as session:
             before = _config_rows(session)

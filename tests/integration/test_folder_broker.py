@@ -44,10 +44,14 @@ def test_a_consumer_takes_every_message_whole_while_they_are_written(tmp_path: P
                 received.append(message.payload["n"])
                 message.ack()
 
-    consumer = threading.Thread(target=consume)
-    consumer.start()
+    # The queue is bound before the consumer starts. Two connections of one process share
+    # kombu's record of bindings, which it updates before it writes the exchange's file:
+    # a producer in one thread could route by the file before the consumer's thread had
+    # written it, and drop the message. A worker and a beat are processes of their own.
     with connect() as connection:
         queue = connection.SimpleQueue("runs")
+        consumer = threading.Thread(target=consume)
+        consumer.start()
         for n in range(MESSAGES):
             queue.put({"n": n, "body": BODY})
     consumer.join()

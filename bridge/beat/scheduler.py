@@ -149,12 +149,14 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self.schema.at_start()
             driver = self.database.engine.dialect.driver
             self.metrics = self.fires.metrics = beat_metrics(self.settings)
-        if driver == "psycopg":
-            from bridge.storage.listener import ChangeListener
+        if driver in ("psycopg", "pymysql"):
             from bridge.storage.presence import InstanceLock
 
-            self._changes = ChangeListener(self.database)
             self._presence = InstanceLock(self.database, self.instance)
+        if driver == "psycopg":
+            from bridge.storage.listener import ChangeListener
+
+            self._changes = ChangeListener(self.database)
         if not self._config_synced:
             self._busy = True
             try:

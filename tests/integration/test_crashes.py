@@ -2,11 +2,11 @@
 
 Each test kills a real beat process at one point (see :mod:`tests.crashing`),
 checks that the database shows the crash happened there, then starts two
-ordinary beats on the same PostgreSQL database. One of them must take the
-dead instance's rows over and complete the occurrence: one run record, its
-task body executed once, the row advanced to its next occurrence and
-unmarked. The lease is five minutes, longer than any test waits: the
-takeover comes from the dead instance's lock being gone.
+ordinary beats on the same database (PostgreSQL; at every point, MariaDB
+too). One of them must take the dead instance's rows over and complete the
+occurrence: one run record, its task body executed once, the row advanced to
+its next occurrence and unmarked. The lease is five minutes, longer than any
+test waits: the takeover comes from the dead instance's lock being gone.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import os
 import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ import pytest
 from bridge import Bridge
 from bridge.rules.runs import run_id_for
 from tests.crashing import POINTS
-from tests.support import Env, execute, rows, wait_for
+from tests.support import Env, execute, quoted, rows, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -30,19 +31,35 @@ pytestmark = pytest.mark.e2e
 LEASE = "300"
 
 
+def in_utc(row: Any) -> SimpleNamespace:
+    """A row read straight from the database, its times aware: MySQL gives naive UTC."""
+    return SimpleNamespace(
+        **{
+            key: value.replace(tzinfo=UTC)
+            if isinstance(value, datetime) and value.tzinfo is None
+            else value
+            for key, value in row._mapping.items()
+        }
+    )
+
+
 def schedule_row(env: Env) -> Any:
-    return rows(
-        env.database_url,
-        "SELECT id, worker, marked, nextrun, enabled FROM periodic_task WHERE name = 'crash'",
-    )[0]
+    return in_utc(
+        rows(
+            env.database_url,
+            "SELECT id, worker, marked, nextrun, enabled FROM periodic_task WHERE name = 'crash'",
+        )[0]
+    )
 
 
 def runs(env: Env) -> list[Any]:
-    return rows(
+    found = rows(
         env.database_url,
-        "SELECT id, plan_time, status, trigger FROM task_execution"
+        f"SELECT id, plan_time, status, {quoted(env.database_url, 'trigger')}"
+        " FROM task_execution"
         " WHERE periodic_task_id = (SELECT id FROM periodic_task WHERE name = 'crash')",
     )
+    return [in_utc(row) for row in found]
 
 
 #: Policies the crash tests run under, besides the defaults (skip, catch-up latest).
@@ -114,9 +131,9 @@ def assert_crashed_at(env: Env, point: str, plan: datetime) -> None:
 
 @pytest.mark.parametrize(("point", "policy"), CASES)
 def test_a_beat_killed_at_any_point_leaves_one_run(
-    pg_env: Env, tmp_path: Path, point: str, policy: str
+    server_env: Env, tmp_path: Path, point: str, policy: str
 ) -> None:
-    env = pg_env
+    env = server_env
     journal = tmp_path / "journal"
     env.start("worker")
     plan = add_due_soon(env, journal, POLICIES[policy])

@@ -1,5 +1,6 @@
 """The mark is a lease: held while renewed, taken over once it expires, or at once on
-PostgreSQL when the instance that holds it has died (its instance lock is gone)."""
+PostgreSQL, MySQL and MariaDB when the instance that holds it has died (its instance lock
+is gone)."""
 
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ QUICK = "workers.app.quick"
 @contextmanager
 def alive(database: Database, *instances: str) -> Iterator[dict[str, InstanceLock]]:
     """These instances hold their instance locks, as live beats do (none on SQLite)."""
-    if database.engine.dialect.name != "postgresql":
+    if database.engine.dialect.name == "sqlite":
         yield {}
         return
     locks = {instance: InstanceLock(database, instance) for instance in instances}
@@ -135,21 +136,21 @@ def test_a_beat_that_lost_its_lease_revokes_disables_and_records_nothing(
         assert bad.note.startswith("disabled by beat: bad row: timer: got 'every fortnight'")
 
 
-def test_the_marks_of_a_dead_instance_are_taken_over_at_once_on_postgres(api: Bridge) -> None:
+def test_the_marks_of_a_dead_instance_are_taken_over_at_once(api: Bridge) -> None:
     """Its lock gone with its session, a beat's rows are claimable before the lease runs out;
     a live beat's are not. SQLite knows no such locks: there the lease is all."""
     api.add("held", task=QUICK, timer="every 1h")
     store = BeatStore(api.database)
     due = utcnow() + timedelta(hours=2)
-    postgres = api.database.engine.dialect.name == "postgresql"
+    locking = api.database.engine.dialect.name != "sqlite"
     with alive(api.database, "beat-1", "beat-2") as locks:
         [mine] = store.claim_due("beat-1", due, LEASE, 10).rows
         assert store.claim_due("beat-2", due + timedelta(seconds=1), LEASE, 10).rows == []
         assert store.next_due(due + timedelta(seconds=1), LEASE) is None
-        if postgres:
+        if locking:
             locks["beat-1"].close()  # the session ends, as when the process is killed
         later = due + timedelta(seconds=1)
-        if postgres:
+        if locking:
             # The server ends the session a moment after the client closes it.
             taken = wait_for(lambda: store.claim_due("beat-2", later, LEASE, 10).rows, 10)
             assert [row.name for row in taken] == ["held"]

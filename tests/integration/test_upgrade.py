@@ -335,7 +335,10 @@ def test_a_beat_started_before_the_first_migrate_waits_for_the_tables(tmp_path: 
     env = Env(tmp_path, f"sqlite:///{tmp_path / 'bridge.db'}", None)
     try:
         beat = env.start("beat")
+        # The scheduler's own line (the recorder the app installs says so first, in words
+        # of its own, before the scheduler has asked).
         beat.wait_log("has no bridge tables", timeout=60)
+        wait_for(lambda: "; waiting for it" in beat.log, 60, what="the scheduler to wait")
         database_for(env.database_url).migrate("0006")
         database_for(env.database_url).dispose()
         time.sleep(4)  # beat's waits double from 0.5 s: it asks again while behind

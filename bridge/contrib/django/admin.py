@@ -9,7 +9,6 @@ written), the next run moved, the audit log naming ``django:USERNAME``, beat wok
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +23,7 @@ from bridge.contrib.django.models import AuditEntry, Incident, Label, Run, Sched
 from bridge.errors import BridgeError, ValidationError
 from bridge.manage.api import Bridge
 from bridge.rules.paging import PAGE_MAX
+from bridge.rules.values import json_or_text
 
 #: The most schedules the health filter lists: the names of the schedules in a state are
 #: read through the Bridge a page at a time, and a request stops after this many.
@@ -241,10 +241,7 @@ class ScheduleAdmin(admin.ModelAdmin):
 
 
 def _queue_of(options: str) -> str:
-    try:
-        decoded = json.loads(options)
-    except ValueError:
-        return ""
+    decoded = json_or_text(options)
     return str(decoded.get("queue") or "") if isinstance(decoded, dict) else ""
 
 

@@ -95,12 +95,12 @@ from bridge.rules.values import (
 )
 from bridge.storage.audit import AuditStore, Change
 from bridge.storage.database import Database, DatabaseError, database_for, error_reason, shown_url
-from bridge.storage.health import HealthStore, RunsSeen
+from bridge.storage.health import HealthStore
 from bridge.storage.history import PAGE_KEY, HistoryStore, RunFilter
 from bridge.storage.incidents import IncidentStore
 from bridge.storage.overview import ENDED_COLUMNS, Overview, OverviewStore
 from bridge.storage.retention import Pruned, Retention
-from bridge.storage.runs import Sent
+from bridge.storage.runs import RunsSeen, Sent
 from bridge.storage.schedules import SORTS, ScheduleFilter, ScheduleStore
 from bridge.storage.tokens import TokenStore
 from bridge.version import __version__
@@ -580,9 +580,15 @@ class Bridge:
         return self._judged(self.store.all())
 
     def _judged(self, rows: Sequence[Any], now: datetime | None = None) -> builtins.list[Schedule]:
-        """Views of ``rows``, each with its health judged from its open runs at ``now``."""
+        """Views of ``rows`` (table rows), each with its health judged from its open runs at
+        ``now``."""
         now = now or utcnow()
         seen = self.health_store.runs_seen([row.id for row in rows], now)
+        return self._views(rows, seen, now)
+
+    def _views(self, rows: Sequence[Any], seen: RunsSeen, now: datetime) -> builtins.list[Schedule]:
+        """Views of ``rows`` (table rows or mappings of their columns), each with its health
+        judged from ``seen`` at ``now``."""
         return [Schedule.of(row, self.health_of(row, seen, now)) for row in rows]
 
     def health_of(self, row: Any, seen: RunsSeen, now: datetime) -> State:
@@ -627,6 +633,7 @@ class Bridge:
         if sort not in SORTS:
             raise ValidationError("sort", sort, " or ".join(SORTS))
         limit = whole_number("limit", limit, high=paging.PAGE_MAX)
+        now = now or utcnow()
         kinds: tuple[type, ...] = (datetime, int) if sort == "next" else (str,)
         after = None if cursor is None else paging.decode(cursor, kinds)
         flags = (
@@ -648,17 +655,19 @@ class Bridge:
             broken=broken,
             failing=failing,
             label=None if label is None else check_label(label),
-            late_at=(now or utcnow()) if late else None,
+            late_at=now if late else None,
             default_grace=self.settings.default_grace,
         )
         if late is False:
             raise ValidationError("late", late, "true, or left out")
-        rows = self.store.page(where, sort, after, limit + 1)
-        items = self._judged(rows[:limit], now)
+        found = self.store.page(where, sort, after, limit + 1, now)
+        items = self._views(found.rows[:limit], found.seen, now)
         key: Callable[[Any], tuple[Any, ...]] = (
-            (lambda row: (row.nextrun, row.id)) if sort == "next" else (lambda row: (row.name,))
+            (lambda row: (row["nextrun"], row["id"]))
+            if sort == "next"
+            else (lambda row: (row["name"],))
         )
-        return Page(items, paging.following(rows, limit, key))
+        return Page(items, paging.following(found.rows, limit, key))
 
     @property
     def grace(self) -> timedelta:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Generic, Self, TypeVar
@@ -39,19 +40,64 @@ def upcoming_json(run: Upcoming) -> dict[str, Any]:
     }
 
 
+def _names(cls: type) -> tuple[str, ...]:
+    """The field names of a view class, in order: ``dataclasses.fields`` walks the class
+    each call, which cost a page of 100 schedules more than reading them."""
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(item.name for item in fields(cls))
+    return names
+
+
+_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _converted(cls: type) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The fields of a view class that JSON gets in another form: its times (ISO-8601 UTC),
+    its tuples (lists) and its JSON columns (decoded). Read from the annotations once, so
+    that a view's JSON converts these only, not each of its fields on the chance."""
+    found = _CONVERTED.get(cls)
+    if found is None:
+        times = tuple(item.name for item in fields(cls) if "datetime" in str(item.type))
+        sequences = tuple(item.name for item in fields(cls) if str(item.type).startswith("tuple"))
+        documents = tuple(item.name for item in fields(cls) if item.name in _JSON_COLUMNS)
+        found = _CONVERTED[cls] = (times, sequences, documents)
+    return found
+
+
+_CONVERTED: dict[type, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {}
+
+
+#: The columns that hold JSON as text.
+_JSON_COLUMNS = ("args", "kwargs", "options")
+
+
+def _columns(row: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """The columns ``names`` of a row given as a mapping (a result row) or an object."""
+    if isinstance(row, Mapping):
+        return {name: row[name] for name in names}
+    return {name: getattr(row, name) for name in names}
+
+
 class _View:
     """Shared conversion of a table row into a frozen, detached view."""
 
     @classmethod
     def of(cls, row: Any) -> Self:
-        return cls(**{field.name: getattr(row, field.name) for field in fields(cls)})  # type: ignore[arg-type]
+        return cls(**_columns(row, _names(cls)))
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready fields: times as ISO-8601 UTC, JSON columns decoded."""
-        out = {field.name: _iso(getattr(self, field.name)) for field in fields(self)}  # type: ignore[arg-type]
-        for key in ("args", "kwargs", "options"):
-            if key in out:
-                out[key] = json_or_text(out[key])
+        """JSON-ready fields: times as ISO-8601 UTC, tuples as lists, JSON columns decoded."""
+        out = dict(vars(self))  # the fields, in their order: a view has no other attribute
+        times, sequences, documents = _converted(type(self))
+        for name in times:
+            value = out[name]
+            if value is not None:
+                out[name] = value.astimezone(UTC).isoformat()
+        for name in sequences:
+            out[name] = list(out[name])
+        for name in documents:
+            out[name] = json_or_text(out[name])
         return out
 
 
@@ -126,9 +172,9 @@ class Schedule(_View):
 
     @classmethod
     def of(cls, row: Any, state: State | None = None) -> Self:
-        """The schedule ``row``, judged ``state`` (ok when not judged)."""
-        judged = {"health", "health_reason", "health_since"}
-        values = {f.name: getattr(row, f.name) for f in fields(cls) if f.name not in judged}
+        """The schedule ``row`` (a mapping or an object), judged ``state`` (ok when not
+        judged)."""
+        values = _columns(row, _STORED)
         if state is None:
             return cls(**values)
         return cls(
@@ -149,6 +195,13 @@ class Schedule(_View):
         except ValueError:  # a bad stored timer or zone is reported where it is used
             return False
         return timer.fixed_delay
+
+
+#: The columns of ``periodic_task`` (and its labels) a schedule's view copies; the health
+#: is judged apart.
+_STORED = tuple(
+    name for name in _names(Schedule) if name not in ("health", "health_reason", "health_since")
+)
 
 
 @dataclass(frozen=True)
@@ -176,12 +229,13 @@ class Run(_View):
     @classmethod
     def of(cls, row: Any, schedule: str | None = None) -> Self:
         """The run ``row`` of the schedule called ``schedule``."""
-        values = {
-            field.name: getattr(row, field.name)
-            for field in fields(cls)
-            if field.name not in ("schedule_id", "schedule")
-        }
+        values = _columns(row, _RUN_COLUMNS)
         return cls(schedule_id=row.periodic_task_id, schedule=schedule, **values)
+
+
+#: The columns of ``task_execution`` a run's view copies (the schedule's id and name are
+#: given apart).
+_RUN_COLUMNS = tuple(name for name in _names(Run) if name not in ("schedule_id", "schedule"))
 
 
 @dataclass(frozen=True)
@@ -341,7 +395,7 @@ class Stats:
     totals: dict[str, int]
 
     def to_json(self) -> dict[str, Any]:
-        out = {field.name: _iso(getattr(self, field.name)) for field in fields(self)}
+        out = {name: _iso(getattr(self, name)) for name in _names(type(self))}
         return out
 
 

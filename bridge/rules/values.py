@@ -281,4 +281,6 @@ def json_or_text(text: str) -> Any:
 
 def column_of(row: Any, name: str) -> Any:
     """A column of a row given as a mapping (a result row, a dict) or an object (a table row)."""
+    if type(row) is dict:  # the common case, without the costlier check of an abstract type
+        return row[name]
     return row[name] if isinstance(row, Mapping) else getattr(row, name)

@@ -12,22 +12,19 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, case, func, or_, select, text
-from sqlalchemy.orm import Session
+from sqlalchemy import case, func, or_, select, text
 
-from bridge.rules.decisions import EXPIRED
 from bridge.rules.health import HELD_BY_WORKER, Health, OpenRunView, worst
-from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
+from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.database import Database
 from bridge.storage.models import BeatInstance, Incident, PeriodicTask, TaskExecution
+from bridge.storage.runs import RunsSeen, runs_seen
 from bridge.storage.schedules import finished_rows
-from bridge.storage.sql import among, before, dialect_of
+from bridge.storage.sql import before, dialect_of
 
-#: How far back the health looks at runs that ended: expired ones, the latest start.
-RECENT = timedelta(days=1)
 #: The columns of a schedule its health is judged by.
 WATCHED_COLUMNS = (
     "id",
@@ -62,57 +59,12 @@ _JUDGE_LOCKS = {
 
 
 @dataclass(frozen=True)
-class RunsSeen:
-    """What the health of several schedules is judged from besides their rows."""
-
-    #: Per schedule, its runs not final and those that expired unstarted lately.
-    runs: dict[int, list[OpenRunView]]
-    #: Per schedule, when a run of it last started lately.
-    last_started: dict[int, datetime]
-
-
-@dataclass(frozen=True)
 class AtRisk:
     """A schedule the watchdog looks at: its columns, and the runs it is judged from."""
 
     columns: dict[str, Any]
     open_runs: list[OpenRunView]
     last_started: datetime | None
-
-
-def runs_seen(session: Session, schedule_ids: Sequence[int], now: datetime) -> RunsSeen:
-    """The runs of these schedules the health looks at: open ones, and those that expired
-    unstarted or started within :data:`RECENT` of ``now``."""
-    seen = RunsSeen({}, {})
-    if not schedule_ids:
-        return seen
-    run = TaskExecution
-    of_these = among(session, run.periodic_task_id, schedule_ids)
-    recent = now - RECENT
-    expired = and_(
-        run.status == RunStatus.REVOKED,
-        run.error == EXPIRED,
-        run.started_at.is_(None),
-        run.finished_at >= recent,
-    )
-    statement = select(
-        run.id, run.periodic_task_id, run.status, run.plan_time, run.started_at, run.queued_at
-    ).where(of_these, or_(run.status.in_(NON_FINAL_STATUSES), expired))
-    # On the session's connection: the ORM's loading of thousands of runs (a backlog sent
-    # to workers that fell behind) was most of a watchdog pass.
-    for found in session.connection().execute(statement):
-        seen.runs.setdefault(found.periodic_task_id, []).append(
-            OpenRunView(found.id, found.status, found.plan_time, found.started_at, found.queued_at)
-        )
-    started = (
-        select(run.periodic_task_id, func.max(run.started_at))
-        .where(of_these, run.started_at >= recent)
-        .group_by(run.periodic_task_id)
-    )
-    for schedule_id, last in session.execute(started).all():
-        if schedule_id is not None and last is not None:
-            seen.last_started[schedule_id] = last
-    return seen
 
 
 class HealthStore:

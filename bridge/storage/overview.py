@@ -17,7 +17,6 @@ from sqlalchemy import ColumnElement, and_, case, func, select
 
 from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.database import Database
-from bridge.storage.health import RunsSeen, runs_seen
 from bridge.storage.lifecycle import COUNTER_OF
 from bridge.storage.models import (
     BeatInstance,
@@ -26,6 +25,7 @@ from bridge.storage.models import (
     TaskExecution,
     WorkerInstance,
 )
+from bridge.storage.runs import RunsSeen, runs_seen
 from bridge.storage.schedules import finished_rows, paused_rows
 
 #: The columns of each schedule a scrape shows.

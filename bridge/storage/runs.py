@@ -8,7 +8,8 @@ own, and nothing outside storage calls them directly.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
@@ -17,6 +18,7 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
+    func,
     or_,
     select,
     text,
@@ -26,8 +28,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from bridge.rules.decisions import OpenRun
+from bridge.rules.decisions import EXPIRED, OpenRun
 from bridge.rules.fire import Resumable
+from bridge.rules.health import OpenRunView
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.storage.lifecycle import count_unsettled, settle_runs
 from bridge.storage.models import OPEN_RUNS, PeriodicTask, TaskExecution, UTCDateTime
@@ -40,6 +43,55 @@ from bridge.storage.sql import (
     is_postgres,
     unnested,
 )
+
+#: How far back the health looks at runs that ended: expired ones, the latest start.
+RECENT = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class RunsSeen:
+    """What the health of several schedules is judged from besides their rows."""
+
+    #: Per schedule, its runs not final and those that expired unstarted lately.
+    runs: dict[int, list[OpenRunView]]
+    #: Per schedule, when a run of it last started lately.
+    last_started: dict[int, datetime]
+
+
+def runs_seen(session: Session, schedule_ids: Sequence[int], now: datetime) -> RunsSeen:
+    """The runs of these schedules the health looks at: open ones, and those that expired
+    unstarted or started within :data:`RECENT` of ``now``."""
+    seen = RunsSeen({}, {})
+    if not schedule_ids:
+        return seen
+    run = TaskExecution
+    of_these = among(session, run.periodic_task_id, schedule_ids)
+    recent = now - RECENT
+    expired = and_(
+        run.status == RunStatus.REVOKED,
+        run.error == EXPIRED,
+        run.started_at.is_(None),
+        run.finished_at >= recent,
+    )
+    statement = select(
+        run.id, run.periodic_task_id, run.status, run.plan_time, run.started_at, run.queued_at
+    ).where(of_these, or_(run.status.in_(NON_FINAL_STATUSES), expired))
+    # On the session's connection, as plain values: the ORM's loading of thousands of runs
+    # (a backlog sent to workers that fell behind) was most of a watchdog pass, and its
+    # handling of a statement costs a page of schedules as much as the database does.
+    for found in session.connection().execute(statement):
+        seen.runs.setdefault(found.periodic_task_id, []).append(
+            OpenRunView(found.id, found.status, found.plan_time, found.started_at, found.queued_at)
+        )
+    started = (
+        select(run.periodic_task_id, func.max(run.started_at))
+        .where(of_these, run.started_at >= recent)
+        .group_by(run.periodic_task_id)
+    )
+    for schedule_id, last in session.connection().execute(started):
+        if schedule_id is not None and last is not None:
+            seen.last_started[schedule_id] = last
+    return seen
 
 
 class Sent(NamedTuple):

@@ -24,7 +24,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, PlainTextResponse, Response
 from fastapi.staticfiles import StaticFiles
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 from starlette.routing import Match, Route
 
@@ -431,12 +431,12 @@ def _add_operations(app: FastAPI, bridge: Bridge) -> None:
             return _not_ready(problem)
         return JSONAnswer({"ready": True, "revision": schema.revision, "version": __version__})
 
-    registry = metrics.registry_for(bridge)
+    exposition = metrics.exposition_for(bridge)
 
     @app.get("/metrics", tags=["scheduler"], response_class=PlainTextResponse)
     def scrape(_reader: Scraper) -> Response:
         """Prometheus metrics of every schedule (up to ``bridge_metrics_max_schedules``)."""
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(exposition.get(), media_type=CONTENT_TYPE_LATEST)
 
 
 def _not_ready(problem: str) -> JSONAnswer:

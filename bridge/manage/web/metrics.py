@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily
 from prometheus_client.registry import Collector
 
@@ -30,11 +30,13 @@ from bridge.rules.health import HELD_BY_WORKER
 from bridge.rules.kinds import NON_FINAL_STATUSES
 
 
-def registry_for(bridge: Bridge) -> CollectorRegistry:
-    """A registry of its own, holding only the bridge's collector."""
+def exposition_for(bridge: Bridge) -> SharedReading[bytes]:
+    """The text a scrape answers, as a :class:`SharedReading`: scrapes that come together
+    (several Prometheus servers) share one reading of the database and one rendering of
+    its samples, instead of each scanning the table and rendering thousands of samples."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ScheduleCollector(bridge))
-    return registry
+    return SharedReading(lambda: generate_latest(registry))
 
 
 def _seconds(moment: datetime | None) -> float | None:
@@ -42,16 +44,13 @@ def _seconds(moment: datetime | None) -> float | None:
 
 
 class ScheduleCollector(Collector):
-    """Reads the overview and turns it into metric families, as a :class:`SharedReading`:
-    scrapes that come together (several Prometheus servers) share one reading instead
-    of each scanning the table."""
+    """Reads the overview and turns it into metric families."""
 
     def __init__(self, bridge: Bridge) -> None:
         self.bridge = bridge
-        self._families = SharedReading(lambda: list(self._read()))
 
     def collect(self) -> Iterator[Any]:
-        return iter(self._families.get())
+        return self._read()
 
     def _read(self) -> Iterator[Any]:
         now = utcnow()

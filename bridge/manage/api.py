@@ -692,7 +692,7 @@ class Bridge:
         limit = whole_number("limit", limit, high=paging.PAGE_MAX)
         after = None if cursor is None else paging.decode(cursor, PAGE_KEY)
         where = RunFilter(
-            schedule_id=None if name is None else self.store.get(lookup_text("name", name)).id,
+            schedule_id=None if name is None else self.store.id_of(lookup_text("name", name)),
             statuses=_choices("status", status, [s.value for s in RunStatus]),
             triggers=_choices("trigger", trigger, [t.value for t in Trigger]),
             since=None if since is None else instant("since", since, optional=True),

@@ -17,7 +17,7 @@ from typing import Any, Generic, Self, TypeVar
 from bridge.rules.decisions import Upcoming
 from bridge.rules.health import Health, State
 from bridge.rules.timers import parse_timer
-from bridge.rules.values import json_or_text
+from bridge.rules.values import column_of, json_or_text
 
 T = TypeVar("T")
 
@@ -74,7 +74,7 @@ _JSON_COLUMNS = ("args", "kwargs", "options")
 
 def _columns(row: Any, names: tuple[str, ...]) -> dict[str, Any]:
     """The columns ``names`` of a row given as a mapping (a result row) or an object."""
-    if isinstance(row, Mapping):
+    if type(row) is dict or isinstance(row, Mapping):  # the first check is the cheaper
         return {name: row[name] for name in names}
     return {name: getattr(row, name) for name in names}
 
@@ -228,9 +228,9 @@ class Run(_View):
 
     @classmethod
     def of(cls, row: Any, schedule: str | None = None) -> Self:
-        """The run ``row`` of the schedule called ``schedule``."""
+        """The run ``row`` (a mapping or an object) of the schedule called ``schedule``."""
         values = _columns(row, _RUN_COLUMNS)
-        return cls(schedule_id=row.periodic_task_id, schedule=schedule, **values)
+        return cls(schedule_id=column_of(row, "periodic_task_id"), schedule=schedule, **values)
 
 
 #: The columns of ``task_execution`` a run's view copies (the schedule's id and name are

@@ -21,7 +21,7 @@ from bridge.errors import RunNotFound
 from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.database import Database
 from bridge.storage.models import PeriodicTask, ScheduleTally, TaskExecution
-from bridge.storage.sql import is_postgres, unnested
+from bridge.storage.sql import is_postgres, plain_rows, unnested
 from bridge.storage.tally import COUNTS, hour_of
 
 #: The kinds of the sort key of a page of runs: plan time, attempt, id.
@@ -78,7 +78,7 @@ class HistoryStore:
 
     def page(
         self, where: RunFilter, after: Sequence[Any] | None, limit: int
-    ) -> list[tuple[Any, str | None]]:
+    ) -> list[tuple[dict[str, Any], str | None]]:
         """Up to ``limit`` runs matching ``where``, newest occurrence first and, within an
         occurrence, its latest attempt first (a retry above the attempt it replaced), each
         with its schedule's name; after the key :data:`PAGE_KEY` ``after`` of the previous
@@ -100,8 +100,7 @@ class HistoryStore:
             run.plan_time.desc(), run.attempt.desc(), run.id.desc()
         ).limit(limit)
         with self.database.session() as session:
-            found = session.connection().execute(statement)
-            return [(row, row.schedule_name) for row in found]
+            return [(row, row["schedule_name"]) for row in plain_rows(session, statement)]
 
     def latest_attempts(
         self, schedule_id: int, plan_times: Sequence[datetime]

@@ -34,7 +34,7 @@ from bridge.storage.models import (
 )
 from bridge.storage.presence import claimable
 from bridge.storage.runs import Sent
-from bridge.storage.sql import among, before
+from bridge.storage.sql import among, before, plain_rows
 
 
 @dataclass(frozen=True)
@@ -160,6 +160,16 @@ class ScheduleStore:
         with self.database.session() as session:
             return _by_name(session, name)
 
+    def id_of(self, name: str) -> int:
+        """The id of the schedule called ``name``; :class:`ScheduleNotFound` if none."""
+        with self.database.session() as session:
+            found = session.connection().scalar(
+                select(PeriodicTask.id).where(PeriodicTask.name == name)
+            )
+        if found is None:
+            raise ScheduleNotFound(name)
+        return found
+
     def named(self, names: Collection[str]) -> list[PeriodicTask]:
         """The schedules called ``names`` that exist, their labels loaded, by name."""
         statement = select(PeriodicTask).where(PeriodicTask.name.in_(list(names)))
@@ -205,13 +215,13 @@ class ScheduleStore:
             if after is not None:
                 statement = statement.where(PeriodicTask.name > after[0])
         with self.database.session() as session:
-            # On the session's connection: the ORM's handling of a statement costs as much
-            # as the database's, even for plain columns.
-            rows = session.connection().execute(statement.limit(limit)).mappings().all()
+            rows = plain_rows(session, statement.limit(limit))
             ids = [row["id"] for row in rows]
             labels = _labels_of(session, ids)
             seen = runs.runs_seen(session, ids, now)
-        return SchedulePage([{**row, "labels": labels.get(row["id"], ())} for row in rows], seen)
+        for row in rows:
+            row["labels"] = labels.get(row["id"], ())
+        return SchedulePage(rows, seen)
 
     def names_with_label(self, label: str) -> list[str]:
         """The names of the schedules carrying ``label``, in order."""

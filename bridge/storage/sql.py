@@ -15,6 +15,7 @@ from sqlalchemy import (
     ColumnElement,
     Delete,
     Insert,
+    Select,
     TableValuedAlias,
     Update,
     any_,
@@ -126,6 +127,15 @@ def one_of(
     if name:
         return column.in_(bindparam(name, expanding=True))  # type: ignore[no-any-return]
     return column.in_(list(values))  # type: ignore[no-any-return]
+
+
+def plain_rows(session: Session, statement: Select[Any]) -> list[dict[str, Any]]:
+    """The rows of ``statement``, each a dict of its columns, read on the session's
+    connection: a page of 100 rows as ORM objects, or through the ORM's handling of a
+    statement, cost more of the server's CPU than the database spent on it."""
+    result = session.connection().execute(statement)
+    keys = tuple(result.keys())
+    return [dict(zip(keys, row, strict=True)) for row in result.all()]
 
 
 def among(session: Session, column: Any, values: Iterable[Any]) -> ColumnElement[bool]:

@@ -7,6 +7,7 @@ own, and nothing outside storage calls them directly.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -41,6 +42,7 @@ from bridge.storage.sql import (
     insert_skipping,
     is_mysql,
     is_postgres,
+    one_of,
     unnested,
 )
 
@@ -64,34 +66,49 @@ def runs_seen(session: Session, schedule_ids: Sequence[int], now: datetime) -> R
     seen = RunsSeen({}, {})
     if not schedule_ids:
         return seen
+    runs, started = _seen_statements(is_postgres(session))
+    values = {"ids": list(schedule_ids), "recent": now - RECENT}
+    # On the session's connection, as plain values: the ORM's loading of thousands of runs
+    # (a backlog sent to workers that fell behind) was most of a watchdog pass, and its
+    # handling of a statement costs a page of schedules as much as the database does.
+    connection = session.connection()
+    for found in connection.execute(runs, values):
+        seen.runs.setdefault(found.periodic_task_id, []).append(
+            OpenRunView(found.id, found.status, found.plan_time, found.started_at, found.queued_at)
+        )
+    for schedule_id, last in connection.execute(started, values):
+        if schedule_id is not None and last is not None:
+            seen.last_started[schedule_id] = last
+    return seen
+
+
+#: The columns :func:`runs_seen` reads: a run's, and a schedule's latest start.
+_OpenRuns = Select[str, int | None, str, datetime | None, datetime | None, datetime | None]
+_LastStarts = Select[int | None, datetime | None]
+
+
+@functools.cache
+def _seen_statements(postgres: bool) -> tuple[_OpenRuns, _LastStarts]:
+    """The two statements of :func:`runs_seen`, built once: building them anew took a
+    page of schedules as long as running them. Bound: ``ids`` and ``recent``."""
     run = TaskExecution
-    of_these = among(session, run.periodic_task_id, schedule_ids)
-    recent = now - RECENT
+    of_these = one_of(run.periodic_task_id, postgres=postgres, name="ids")
+    recent = bindparam("recent", type_=UTCDateTime())
     expired = and_(
         run.status == RunStatus.REVOKED,
         run.error == EXPIRED,
         run.started_at.is_(None),
         run.finished_at >= recent,
     )
-    statement = select(
+    runs = select(
         run.id, run.periodic_task_id, run.status, run.plan_time, run.started_at, run.queued_at
     ).where(of_these, or_(run.status.in_(NON_FINAL_STATUSES), expired))
-    # On the session's connection, as plain values: the ORM's loading of thousands of runs
-    # (a backlog sent to workers that fell behind) was most of a watchdog pass, and its
-    # handling of a statement costs a page of schedules as much as the database does.
-    for found in session.connection().execute(statement):
-        seen.runs.setdefault(found.periodic_task_id, []).append(
-            OpenRunView(found.id, found.status, found.plan_time, found.started_at, found.queued_at)
-        )
     started = (
         select(run.periodic_task_id, func.max(run.started_at))
         .where(of_these, run.started_at >= recent)
         .group_by(run.periodic_task_id)
     )
-    for schedule_id, last in session.connection().execute(started):
-        if schedule_id is not None and last is not None:
-            seen.last_started[schedule_id] = last
-    return seen
+    return runs, started
 
 
 class Sent(NamedTuple):

@@ -8,6 +8,7 @@ detached, their values loaded.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from bridge.storage.models import (
 )
 from bridge.storage.presence import claimable
 from bridge.storage.runs import Sent
-from bridge.storage.sql import among, before, plain_rows
+from bridge.storage.sql import before, is_postgres, one_of, plain_rows
 
 
 @dataclass(frozen=True)
@@ -381,14 +382,21 @@ def _labels_of(session: Session, schedule_ids: Sequence[int]) -> dict[int, tuple
     if not schedule_ids:
         return {}
     found: dict[int, list[str]] = {}
-    statement = (
-        select(ScheduleLabel.periodic_task_id, ScheduleLabel.label)
-        .where(among(session, ScheduleLabel.periodic_task_id, schedule_ids))
-        .order_by(ScheduleLabel.periodic_task_id, ScheduleLabel.label)
-    )
-    for schedule_id, label in session.connection().execute(statement):
+    statement = _labels_statement(is_postgres(session))
+    for schedule_id, label in session.connection().execute(statement, {"ids": list(schedule_ids)}):
         found.setdefault(schedule_id, []).append(label)
     return {schedule_id: tuple(labels) for schedule_id, labels in found.items()}
+
+
+@functools.cache
+def _labels_statement(postgres: bool) -> Select[int, str]:
+    """The statement of :func:`_labels_of`, built once (bound: ``ids``): building it anew
+    cost a page of schedules as much as running it."""
+    return (
+        select(ScheduleLabel.periodic_task_id, ScheduleLabel.label)
+        .where(one_of(ScheduleLabel.periodic_task_id, postgres=postgres, name="ids"))
+        .order_by(ScheduleLabel.periodic_task_id, ScheduleLabel.label)
+    )
 
 
 def _with_labels(statement: _Statement) -> _Statement:

@@ -28,6 +28,7 @@ import logging
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
@@ -70,10 +71,19 @@ QUIET_POLL = 0.02
 #: A beat with no quiet this long (a long backlog, ticks back to back) prunes anyway,
 #: for one :data:`PRUNE_BUDGET`: slowly, but its history does not grow unchecked.
 STARVED_AFTER = 60.0
-#: The share of a core the watchdog's judging and alerting take at most, the passes
-#: spaced by :func:`~bridge.rules.turns.pause_after`: with hundreds of open runs per
-#: schedule a pass took 1.5 s of the interpreter that beat's fires share, every 5 s.
-WATCH_SHARE = 0.1
+#: The share of a core the watchdog's judging takes at most, the passes
+#: spaced by :func:`~bridge.rules.turns.pause_after`: a beat at rest is to cost 1 % of a
+#: core in all, and with 3,000 schedules at risk among 1,000,000 (failing, running) a
+#: pass takes 70 to 150 ms; with hundreds of open runs per schedule it took 1.5 s.
+WATCH_SHARE = 0.005
+#: The longest pause between two passes, whatever they cost: a schedule in trouble is
+#: told within a minute or so, even when judging the schedules at risk takes seconds.
+WATCH_PAUSE_AT_MOST = 60.0
+#: The CPU of a pass not counted in its share: a pass's few statements at any scale
+#: (2 to 10 ms), so that a watchdog with little at risk passes at every interval.
+WATCH_ALLOWANCE = 0.02
+#: The passes whose cost spaces the next: the cheapest of the last three.
+WATCH_COSTS_KEPT = 3
 #: How long closed incidents are kept.
 CLOSED_KEPT = timedelta(days=30)
 #: Incidents the watchdog keeps open until their trouble is over, not judged by health.
@@ -133,6 +143,10 @@ class Watchdog:
 
     def _loop(self) -> None:
         pause = self.settings.watchdog_interval
+        # The CPU of the last passes' judging: the passes are spaced by the cheapest, what
+        # each pass costs, not by a one-off (the first pass compiling its statements, a
+        # garbage collection in the middle of one); the first ones come at the interval.
+        costs: deque[float] = deque(maxlen=WATCH_COSTS_KEPT)
         while not self._stop.wait(pause):
             judging = 0.0
             try:
@@ -146,20 +160,28 @@ class Watchdog:
                 if self._failing is not None:
                     logger.warning("bridge: watchdog passes again")
                 self._failing = None
-            pause = pause_after(self.settings.watchdog_interval, judging, WATCH_SHARE)
+            costs.append(judging)
+            pause = pause_after(
+                self.settings.watchdog_interval,
+                min(costs) if len(costs) == costs.maxlen else 0.0,
+                WATCH_SHARE,
+                WATCH_PAUSE_AT_MOST,
+                WATCH_ALLOWANCE,
+            )
 
     def watch(self, now: datetime) -> float:
         """One pass: judge (if no other beat is judging), alert, prune; the CPU seconds
-        the judging and alerting took from beat's fires, which spaces the passes
-        (pruning waits for beat's quiet instead)."""
+        the judging took from beat's fires, which spaces the passes (what grows with the
+        schedules at risk; alerts are sent as incidents come, and pruning waits for
+        beat's quiet instead)."""
         started = time.thread_time()
         with self.health.judging() as judging:
             if judging:
                 self.judge(now)
+        took = time.thread_time() - started
         if self.settings.alert_task:
             repeat = timedelta(seconds=self.settings.alert_repeat)
             alerting.send_alerts(self.app, self.incidents, self.settings.alert_task, repeat)
-        took = time.thread_time() - started
         self.prune(now)
         return took
 

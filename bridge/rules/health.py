@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -205,13 +205,28 @@ def _overrun(watched: Watched, now: datetime) -> State | None:
     )
 
 
+def waiting_since(runs: Mapping[int, Sequence[OpenRunView]]) -> dict[int, datetime]:
+    """Per schedule with a run waiting to start (not started, not ended but for an expiry),
+    since when the earliest of them waits: what a run's latest start is compared with."""
+    found: dict[int, datetime] = {}
+    for schedule_id, open_runs in runs.items():
+        waits = [run.waited_from for run in open_runs if _waiting(run)]
+        known = [moment for moment in waits if moment is not None]
+        if known:
+            found[schedule_id] = min(known)
+    return found
+
+
+def _waiting(run: OpenRunView) -> bool:
+    return run.status in UNSTARTED and run.started_at is None and run.waited_from is not None
+
+
 def _late(watched: Watched, now: datetime) -> State | None:
     grace = watched.grace
     waiting = [
         run
         for run in watched.open_runs
-        if run.status in UNSTARTED
-        and run.started_at is None
+        if _waiting(run)
         and run.waited_from is not None
         and now - run.waited_from > grace
         and (watched.last_started is None or watched.last_started < run.waited_from)

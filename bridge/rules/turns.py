@@ -48,10 +48,15 @@ class Turns:
         return at < self.starved_until
 
 
-def pause_after(interval: float, took: float, share: float) -> float:
+def pause_after(
+    interval: float, took: float, share: float, at_most: float, allowance: float = 0.0
+) -> float:
     """How long to wait after a pass that took ``took`` seconds (of CPU): ``interval``, or
-    longer, so that passes take at most ``share`` of the time."""
-    return max(interval, took * (1.0 - share) / share)
+    longer, so that what passes take beyond ``allowance`` each is at most ``share`` of
+    the time; but no longer than ``at_most`` (unless ``interval`` is), so that a pass
+    costly enough to need a longer pause than that still comes that often."""
+    counted = max(0.0, took - allowance)
+    return max(interval, min(at_most, counted * (1.0 - share) / share))
 
 
 def put_off(busy_since: float | None, at: float, at_most: float) -> bool:

@@ -23,7 +23,7 @@ from bridge.storage.database import Database
 from bridge.storage.models import BeatInstance, Incident, PeriodicTask, TaskExecution
 from bridge.storage.runs import RunsSeen, runs_seen
 from bridge.storage.schedules import finished_rows
-from bridge.storage.sql import before, dialect_of
+from bridge.storage.sql import among, before, dialect_of, plain_rows
 
 #: The columns of a schedule its health is judged by.
 WATCHED_COLUMNS = (
@@ -115,10 +115,8 @@ class HealthStore:
             if not ids:
                 return []
             columns = [table.__table__.c[name] for name in WATCHED_COLUMNS]
-            rows = {
-                row.id: dict(row._mapping)
-                for row in session.execute(select(*columns).where(table.id.in_(ids)))
-            }
+            statement = select(*columns).where(among(session, table.id, ids))
+            rows = {row["id"]: row for row in plain_rows(session, statement)}
             seen = runs_seen(session, ids, now)
         return [
             AtRisk(columns, seen.runs.get(schedule_id, []), seen.last_started.get(schedule_id))

@@ -61,14 +61,25 @@ def test_a_beat_that_never_sleeps_still_gets_a_turn_each_starved_while() -> None
     assert all(any(s <= at < s + BUDGET for s in starts) for at in taken)
 
 
-@given(st.floats(0.1, 600.0), st.floats(0.0, 3600.0), st.floats(0.01, 1.0, exclude_max=True))
-def test_a_pass_and_the_wait_after_it_keep_to_the_share(
-    interval: float, took: float, share: float
+@given(
+    st.floats(0.1, 600.0),
+    st.floats(0.0, 3600.0),
+    st.floats(0.001, 1.0, exclude_max=True),
+    st.floats(1.0, 3600.0),
+    st.floats(0.0, 1.0),
+)
+def test_a_pass_and_the_wait_after_it_keep_to_the_share_up_to_the_longest_pause(
+    interval: float, took: float, share: float, at_most: float, allowance: float
 ) -> None:
-    pause = pause_after(interval, took, share)
+    """What a pass takes beyond its allowance is at most the share of the pass and the
+    pause after it, unless that would need a pause longer than the longest."""
+    pause = pause_after(interval, took, share, at_most, allowance)
+    counted = max(0.0, took - allowance)
     assert pause >= interval
-    assert took <= share * (took + pause) * (1 + 1e-9)
-    if took * (1 - share) < 0.999 * share * interval:  # a quick pass waits the interval alone
+    assert pause <= max(interval, at_most)
+    if counted * (1 - share) <= share * at_most:  # a pause within the longest keeps the share
+        assert counted <= share * (took + pause) * (1 + 1e-9)
+    if counted * (1 - share) < 0.999 * share * interval:  # a cheap pass waits the interval
         assert pause == interval
 
 

@@ -94,7 +94,14 @@ from bridge.rules.values import (
     whole_number,
 )
 from bridge.storage.audit import AuditStore, Change
-from bridge.storage.database import Database, DatabaseError, database_for, error_reason, shown_url
+from bridge.storage.database import (
+    Database,
+    DatabaseError,
+    database_for,
+    error_reason,
+    is_conflict,
+    shown_url,
+)
 from bridge.storage.health import HealthStore
 from bridge.storage.history import PAGE_KEY, HistoryStore, RunFilter
 from bridge.storage.incidents import IncidentStore
@@ -1095,4 +1102,5 @@ __all__ = [
     "Status",
     "Worker",
     "error_reason",
+    "is_conflict",
 ]

@@ -385,6 +385,33 @@ def test_the_server_command_logs_the_traceback_of_a_defect(tmp_path: Path, pg_ur
     assert "NoneType: None" not in text, text
 
 
+def test_a_database_outage_is_answered_without_the_drivers_words(tmp_path: Path) -> None:
+    """A 503 says what to do; where the database is and who logs in stay in the log."""
+    closed = free_port()  # nothing listens there
+    url = f"postgresql+psycopg://bridge-user:hunter2-pw@127.0.0.1:{closed}/nowhere"
+    env = Env(tmp_path, url, None)
+    port = free_port()
+    server = env.serve(port)
+    try:
+        response = httpx.get(f"http://127.0.0.1:{port}/api/v1/schedules", timeout=60)
+        assert response.status_code == 503, response.text
+        assert response.json() == {
+            "error": "database",
+            "message": "the database did not answer or refused the request; see the server's log",
+        }
+        assert response.headers["retry-after"] == "1"
+        for told in (str(closed), "bridge-user", "hunter2", "127.0.0.1"):
+            assert told not in response.text, told
+        wait_for(
+            lambda: "bridge: GET /api/v1/schedules: database:" in server.log,
+            30,
+            what="the reason in the server's log",
+        )
+        assert "hunter2" not in server.log
+    finally:
+        env.stop_all()
+
+
 def _answers(url: str) -> bool:
     try:
         return httpx.get(url, timeout=5).status_code == 200

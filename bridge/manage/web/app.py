@@ -39,7 +39,7 @@ from bridge.errors import (
     StateConflict,
     ValidationError,
 )
-from bridge.manage.api import Bridge, DatabaseError, default_actor, error_reason
+from bridge.manage.api import Bridge, DatabaseError, default_actor, error_reason, is_conflict
 from bridge.manage.web import dashboard, metrics
 from bridge.manage.web.answers import (
     ASGIApp,
@@ -300,8 +300,19 @@ def _add_errors(app: FastAPI) -> None:
         return answer(403, {"error": "forbidden", "message": f"this request {exc}"})
 
     @app.exception_handler(DatabaseError)
-    def database(_request: Request, exc: DatabaseError) -> JSONAnswer:
-        return answer(503, {"error": "database", "message": error_reason(exc)})
+    def database(request: Request, exc: DatabaseError) -> JSONAnswer:
+        # The driver's words may name the database's host, port and user: the log has
+        # them, the caller what to do. A conflict the database ended is worth resending.
+        logger.warning(
+            "bridge: %s %s: database: %s", request.method, request.url.path, error_reason(exc)
+        )
+        message = (
+            "the database ended this request's transaction in a conflict with another;"
+            " send it again"
+            if is_conflict(exc)
+            else "the database did not answer or refused the request; see the server's log"
+        )
+        return answer(503, {"error": "database", "message": message}, **{"Retry-After": "1"})
 
     @app.exception_handler(BridgeError)
     def other(request: Request, exc: BridgeError) -> JSONAnswer:

@@ -132,6 +132,9 @@ class Watchdog:
         self._swept: dict[int, Cursor | None] = {}
         self._days_read: datetime | None = None
         self._failing: str | None = None
+        #: The pause before the next pass, in seconds: the interval, or longer while judging
+        #: costs more than its share.
+        self._pause = settings.watchdog_interval
 
     def start(self) -> None:
         self._thread.start()
@@ -148,7 +151,6 @@ class Watchdog:
         # garbage collection in the middle of one); the first ones come at the interval.
         costs: deque[float] = deque(maxlen=WATCH_COSTS_KEPT)
         while not self._stop.wait(pause):
-            judging = 0.0
             try:
                 judging = self.watch(utcnow())
             except Exception as exc:
@@ -160,8 +162,9 @@ class Watchdog:
                 if self._failing is not None:
                     logger.warning("bridge: watchdog passes again")
                 self._failing = None
-            costs.append(judging)
-            pause = pause_after(
+                if judging is not None:  # a pass cut short or left to another beat costs little
+                    costs.append(judging)
+            pause = self._pause = pause_after(
                 self.settings.watchdog_interval,
                 min(costs) if len(costs) == costs.maxlen else 0.0,
                 WATCH_SHARE,
@@ -169,16 +172,16 @@ class Watchdog:
                 WATCH_ALLOWANCE,
             )
 
-    def watch(self, now: datetime) -> float:
+    def watch(self, now: datetime) -> float | None:
         """One pass: judge (if no other beat is judging), alert, prune; the CPU seconds
         the judging took from beat's fires, which spaces the passes (what grows with the
         schedules at risk; alerts are sent as incidents come, and pruning waits for
-        beat's quiet instead)."""
+        beat's quiet instead), or None when another beat judged."""
         started = time.thread_time()
         with self.health.judging() as judging:
             if judging:
                 self.judge(now)
-        took = time.thread_time() - started
+        took = time.thread_time() - started if judging else None
         if self.settings.alert_task:
             repeat = timedelta(seconds=self.settings.alert_repeat)
             alerting.send_alerts(self.app, self.incidents, self.settings.alert_task, repeat)
@@ -313,7 +316,8 @@ class Watchdog:
         self._ended_since = now - ENDED_SLACK
         yield True
         if not self._count_after:
-            passes = COUNT_ROUND / timedelta(seconds=self.settings.watchdog_interval)
+            # As many slices as passes come in a round, at their current spacing.
+            passes = COUNT_ROUND / timedelta(seconds=self._pause)
             self._count_slice = slice_of(retention.schedules(), int(passes))
         counted = retention.count_slice(self._count_after, self._count_slice, limits, now)
         self._flag(counted.flagged)

@@ -7,6 +7,7 @@ a schedule it does not hold. Each method is one transaction.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -16,8 +17,11 @@ from typing import Any, NamedTuple
 from sqlalchemy import (
     ColumnElement,
     Executable,
+    Integer,
     Select,
+    String,
     Table,
+    Update,
     bindparam,
     delete,
     func,
@@ -33,10 +37,17 @@ from bridge.rules.policy import Catchup
 from bridge.storage import runs
 from bridge.storage.database import Database
 from bridge.storage.lifecycle import CLAIMED_READ, PLAN_COLUMNS, apply_plan
-from bridge.storage.models import PeriodicTask, TaskExecution
+from bridge.storage.models import PeriodicTask, TaskExecution, UTCDateTime
 from bridge.storage.presence import claimable
 from bridge.storage.runs import Sent
-from bridge.storage.sql import among, changed_rows, is_mysql, is_postgres, unnested
+from bridge.storage.sql import (
+    among,
+    changed_rows,
+    dialect_of,
+    is_postgres,
+    one_of,
+    unnested,
+)
 
 __all__ = [
     "Advance",
@@ -177,65 +188,41 @@ class BeatStore:
         instance's, still being finished) are left out.
         """
         late = on_time_after(now, since)
+        values = {
+            "instance": instance,
+            "now": now,
+            "late": late,
+            "lease_start": now - lease,
+            "besides": list(besides),
+        }
         with self.database.session() as session:
-            others = [~among(session, PeriodicTask.id, besides)] if besides else []
-            on_time = self._claim(
-                session, instance, now, lease, limit, PeriodicTask.nextrun > late, *others
-            )
+            on_time = self._claim(session, _ON_TIME, values, limit)
             older: list[Row] = []
-            for owing in (PeriodicTask.catchup != Catchup.ALL, PeriodicTask.catchup == Catchup.ALL):
+            for part in (_OWING_ONE, _OWING_ALL):
                 if behind and len(on_time) + len(older) < limit:
-                    older += self._claim(
-                        session,
-                        instance,
-                        now,
-                        lease,
-                        limit - len(on_time) - len(older),
-                        PeriodicTask.nextrun <= late,
-                        owing,
-                        *others,
-                    )
+                    older += self._claim(session, part, values, limit - len(on_time) - len(older))
         return Claimed(on_time, older)
 
     @staticmethod
-    def _claim(
-        session: Session,
-        instance: str,
-        now: datetime,
-        lease: timedelta,
-        limit: int,
-        *where: ColumnElement[bool],
-    ) -> list[Row]:
-        """Mark up to ``limit`` due rows where ``where`` holds; sorted by ``nextrun``, then id."""
-        candidates = (
-            select(PeriodicTask.id)
-            .where(
-                PeriodicTask.enabled,
-                PeriodicTask.nextrun <= now,
-                *where,
-                claimable(session, instance, now - lease),
-            )
-            .order_by(PeriodicTask.nextrun)
-            .limit(limit)
-            .with_for_update(skip_locked=True)
-        )
-        if is_mysql(session):
+    def _claim(session: Session, part: str, values: dict[str, Any], limit: int) -> list[Row]:
+        """Mark up to ``limit`` due rows of the claim's ``part``; sorted by ``nextrun``, then
+        id. ``values`` are the claim's (:func:`_claim_candidates`)."""
+        dialect = dialect_of(session)
+        candidates = _claim_candidates(dialect, part, bool(values["besides"]))
+        bound = {**values, "limit": limit}
+        if dialect == "mysql":
             # MySQL neither updates a table by a subquery of it nor returns the rows.
-            chosen = session.scalars(candidates).all()
+            chosen = session.connection().scalars(candidates, bound).all()
             claim = (
-                update(_TABLE).where(_TABLE.c.id.in_(chosen)).values(worker=instance, marked=now)
+                update(_TABLE)
+                .where(_TABLE.c.id.in_(chosen))
+                .values(worker=values["instance"], marked=values["now"])
             )
             found = changed_rows(session, claim, _TABLE.c.id, *_TABLE.c)
             rows = [Row(**row._asdict()) for row in found]
         else:
-            statement = (
-                update(_TABLE)
-                .where(_TABLE.c.id.in_(candidates.scalar_subquery()))
-                .values(worker=instance, marked=now)
-                .returning(*_TABLE.c)
-            )
-            rows = _values(session, statement)
-        return sorted(rows, key=lambda row: (row.nextrun or now, row.id))
+            rows = _values(session, _claim_statement(dialect, part, bool(values["besides"])), bound)
+        return sorted(rows, key=lambda row: (row.nextrun or values["now"], row.id))
 
     def open_runs_of(self, schedule_ids: Sequence[int]) -> dict[int, list[OpenRun]]:
         """Every open run of each of these schedules, oldest first."""
@@ -421,11 +408,76 @@ class BeatStore:
         most, and so is a mark that expires.
         """
         with self.database.session() as session:
-            return session.scalar(
-                select(func.min(PeriodicTask.nextrun)).where(
-                    PeriodicTask.enabled, claimable(session, None, now - lease)
-                )
-            )
+            statement = _next_due_statement(dialect_of(session))
+            return session.connection().scalar(statement, {"lease_start": now - lease})
+
+
+#: The parts of a claim, in their order: the rows on time, then the older ones that owe
+#: one run at most, then the older ones under catch-up ``all``.
+_ON_TIME, _OWING_ONE, _OWING_ALL = "on time", "owing one", "owing all"
+
+
+@functools.cache
+def _claim_candidates(dialect: str, part: str, leaving_out: bool) -> Select[int]:
+    """The rows a claim's ``part`` may mark, locked and skipping those locked, built once
+    per dialect (an idle beat claims every second, and building the statement anew, with
+    the look-up of the live instances in it, cost more CPU than running it). Bound:
+    ``now``, ``late`` (the on-time bound), ``lease_start``, ``instance``, ``limit`` and,
+    when ``leaving_out``, ``besides`` (the ids of the rows left out)."""
+    late = bindparam("late", type_=UTCDateTime())
+    where = {
+        _ON_TIME: (PeriodicTask.nextrun > late,),
+        _OWING_ONE: (PeriodicTask.nextrun <= late, PeriodicTask.catchup != Catchup.ALL),
+        _OWING_ALL: (PeriodicTask.nextrun <= late, PeriodicTask.catchup == Catchup.ALL),
+    }[part]
+    others = (
+        (~one_of(PeriodicTask.id, postgres=dialect == "postgresql", name="besides"),)
+        if leaving_out
+        else ()
+    )
+    instance = bindparam("instance", type_=String())
+    lease_start = bindparam("lease_start", type_=UTCDateTime())
+    return (
+        select(PeriodicTask.id)
+        .where(
+            PeriodicTask.enabled,
+            PeriodicTask.nextrun <= bindparam("now", type_=UTCDateTime()),
+            *where,
+            *others,
+            claimable(dialect, instance, lease_start),
+        )
+        .order_by(PeriodicTask.nextrun)
+        .limit(bindparam("limit", type_=Integer()))
+        .with_for_update(skip_locked=True)
+    )
+
+
+@functools.cache
+def _claim_statement(dialect: str, part: str, leaving_out: bool) -> Update:
+    """The claim of ``part`` where the database updates a table by a subquery of it and
+    returns the rows (PostgreSQL, SQLite): :func:`_claim_candidates` marked for
+    ``instance`` at ``now``, their whole rows returned."""
+    candidates = _claim_candidates(dialect, part, leaving_out)
+    return (
+        update(_TABLE)
+        .where(_TABLE.c.id.in_(candidates.scalar_subquery()))
+        .values(
+            worker=bindparam("instance", type_=String()),
+            marked=bindparam("now", type_=UTCDateTime()),
+        )
+        .returning(*_TABLE.c)
+    )
+
+
+@functools.cache
+def _next_due_statement(dialect: str) -> Select[datetime | None]:
+    """The statement of :meth:`BeatStore.next_due`, built once (bound: ``lease_start``):
+    an idle beat runs it every second, and building it anew, with the look-up of the
+    live instances in it, cost more CPU than running it."""
+    lease_start = bindparam("lease_start", type_=UTCDateTime())
+    return select(func.min(PeriodicTask.nextrun)).where(
+        PeriodicTask.enabled, claimable(dialect, None, lease_start)
+    )
 
 
 def _disable(
@@ -483,13 +535,15 @@ def _write_plans(session: Session, rows: Sequence[Row]) -> None:
     )
 
 
-def _values(session: Session, statement: Executable) -> list[Row]:
+def _values(
+    session: Session, statement: Executable, bound: Mapping[str, Any] | None = None
+) -> list[Row]:
     """The whole ``periodic_task`` rows ``statement`` reads (or returns), as :data:`Row` values.
 
     Run on the session's connection: a Core statement through the session
     itself goes through the ORM's loading machinery, row by row.
     """
-    result = session.connection().execute(statement)
+    result = session.connection().execute(statement, bound)
     keys = list(result.keys())
     return [Row(**dict(zip(keys, found, strict=True))) for found in result.all()]
 

@@ -197,10 +197,20 @@ def error_reason(exc: BaseException) -> str:
     return str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
 
 
+#: MySQL's and MariaDB's error numbers of a transaction ended to resolve a conflict: a
+#: deadlock (1213) and a lock wait that timed out (1205). PyMySQL gives the number, not
+#: the SQLSTATE.
+MYSQL_CONFLICTS = frozenset({1205, 1213})
+
+
 def is_conflict(exc: DatabaseError) -> bool:
-    """A transaction the database rolled back to resolve a conflict (SQLSTATE class 40):
-    a deadlock or a serialization failure, over as soon as it is retried."""
-    return str(getattr(exc.orig, "sqlstate", None) or "").startswith("40")
+    """A transaction the database rolled back to resolve a conflict (SQLSTATE class 40, or
+    MySQL's numbers of the same): a deadlock or a serialization failure, over as soon as
+    it is retried."""
+    if str(getattr(exc.orig, "sqlstate", None) or "").startswith("40"):
+        return True
+    args: tuple[object, ...] = getattr(exc.orig, "args", ())
+    return bool(args) and args[0] in MYSQL_CONFLICTS
 
 
 def shown_url(url: str) -> str:

@@ -37,11 +37,9 @@ from sqlalchemy import (
 )
 from sqlalchemy import select as query
 from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import Session
 
 from bridge.storage.database import Database, close_quietly
 from bridge.storage.models import PeriodicTask
-from bridge.storage.sql import is_mysql, is_postgres
 
 if TYPE_CHECKING:  # psycopg is the postgres extra's: SQLite installs do without it
     pass
@@ -106,7 +104,7 @@ def _lock_name(instance: Any) -> ColumnElement[str]:
     return func.concat(MYSQL_LOCK_PREFIX, func.sha1(func.concat(func.database(), ":", instance)))
 
 
-def holder_gone(session: Session) -> ColumnElement[bool]:
+def holder_gone(dialect: str) -> ColumnElement[bool]:
     """The row's mark belongs to an instance whose lock is gone: it died (PostgreSQL,
     MySQL and MariaDB).
 
@@ -115,23 +113,26 @@ def holder_gone(session: Session) -> ColumnElement[bool]:
     whether its holder's lock is in use.
     """
     marked = PeriodicTask.worker.is_not(None)
-    if is_mysql(session):
+    if dialect == "mysql":
         return and_(marked, func.is_used_lock(_lock_name(PeriodicTask.worker)).is_(None))
-    if not is_postgres(session):
+    if dialect != "postgresql":
         return false()
     unsigned = _key_of(PeriodicTask.worker).cast(BigInteger).op("&")(literal(0xFFFFFFFF))
     return and_(marked, unsigned.not_in(_live_keys().scalar_subquery()))
 
 
 def claimable(
-    session: Session, instance: str | None, lease_start: ColumnElement[object] | object
+    dialect: str,
+    instance: str | ColumnElement[str] | None,
+    lease_start: ColumnElement[object] | object,
 ) -> ColumnElement[bool]:
     """A row nobody holds: unmarked, its mark older than the lease, its holder dead — or,
-    with ``instance``, marked by that instance itself (a tick that failed half-way)."""
+    with ``instance``, marked by that instance itself (a tick that failed half-way).
+    ``dialect`` is the database's (:func:`~bridge.storage.sql.dialect_of`)."""
     free = [
         PeriodicTask.worker.is_(None),
         PeriodicTask.marked < lease_start,
-        holder_gone(session),
+        holder_gone(dialect),
     ]
     if instance is not None:
         free.append(PeriodicTask.worker == instance)

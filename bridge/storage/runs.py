@@ -11,7 +11,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
@@ -95,9 +95,11 @@ def runs_seen(session: Session, schedule_ids: Sequence[int], now: datetime) -> R
     return seen
 
 
-#: The columns :func:`runs_seen` reads: a run's, and a schedule's latest start.
-_OpenRuns = Select[str, int | None, str, datetime | None, datetime | None, datetime | None]
-_LastStarts = Select[int | None, datetime | None]
+if TYPE_CHECKING:
+    #: The columns :func:`runs_seen` reads: a run's, and a schedule's latest start (types
+    #: alone: SQLAlchemy 2.0's ``Select`` takes one type argument where 2.1's takes many).
+    _OpenRuns = Select[str, int | None, str, datetime | None, datetime | None, datetime | None]
+    _LastStarts = Select[int | None, datetime | None]
 
 
 @functools.cache

@@ -35,7 +35,7 @@ from bridge.storage.models import (
 )
 from bridge.storage.presence import claimable
 from bridge.storage.runs import Sent
-from bridge.storage.sql import before, is_postgres, one_of, plain_rows
+from bridge.storage.sql import before, dialect_of, is_postgres, one_of, plain_rows
 
 
 @dataclass(frozen=True)
@@ -309,7 +309,7 @@ class ScheduleStore:
             unclaimed = session.scalar(
                 select(func.count())
                 .select_from(PeriodicTask)
-                .where(*due, claimable(session, None, lease_start))
+                .where(*due, claimable(dialect_of(session), None, lease_start))
             )
             oldest = session.scalar(select(func.min(PeriodicTask.nextrun)).where(*due))
             return Lateness(list(instances), workers, unclaimed or 0, oldest)

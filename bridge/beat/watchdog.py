@@ -49,7 +49,8 @@ from bridge.storage.retention import BATCH, Cursor, Flagged, Retention
 
 logger = logging.getLogger("bridge.watchdog")
 
-#: The most schedules of each kind of risk one pass judges.
+#: The most schedules of each kind of risk one pass judges (the failing and broken ones
+#: in turn, when there are more).
 AT_RISK_LIMIT = 1000
 #: The time one pass may spend pruning.
 PRUNE_BUDGET = 1.0
@@ -135,6 +136,8 @@ class Watchdog:
         #: The pause before the next pass, in seconds: the interval, or longer while judging
         #: costs more than its share.
         self._pause = settings.watchdog_interval
+        #: Where the next look at the failing and broken schedules starts (by id).
+        self._troubled_after = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -191,7 +194,9 @@ class Watchdog:
     # -- 1. judge ---------------------------------------------------------------------------
 
     def judge(self, now: datetime) -> None:
-        at_risk = self.health.at_risk(now, self.settings.default_grace, AT_RISK_LIMIT)
+        at_risk, self._troubled_after = self.health.at_risk(
+            now, self.settings.default_grace, AT_RISK_LIMIT, self._troubled_after
+        )
         states = {risk.columns["id"]: (risk, self.state_of(risk, now)) for risk in at_risk}
         troubled = {
             (state.health.value, schedule_id)

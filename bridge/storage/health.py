@@ -77,12 +77,18 @@ class HealthStore:
         with self.database.session() as session:
             return runs_seen(session, schedule_ids, now)
 
-    def at_risk(self, now: datetime, default_grace: float, limit: int) -> list[AtRisk]:
+    def at_risk(
+        self, now: datetime, default_grace: float, limit: int, troubled_after: int = 0
+    ) -> tuple[list[AtRisk], int]:
         """The schedules that may be in trouble, at most ``limit`` of each kind, the most
         pressing first: those overdue by their grace (the most overdue first), those
         with an open run (the one waiting or running longest first), the failing and
-        broken ones (a partial index), and those with an open incident (to be closed
-        when the trouble is over)."""
+        broken ones (a partial index) by id after ``troubled_after``, and those with an
+        open incident (to be closed when the trouble is over).
+
+        Also the ``troubled_after`` of the next look: the last failing or broken one
+        read, or 0 once they are all read, so that with more than ``limit`` of them the
+        looks go round them all rather than judge the same ones each time."""
         table, run = PeriodicTask, TaskExecution
         waiting_since = func.min(func.coalesce(run.started_at, run.queued_at, run.plan_time))
         with self.database.session() as session:
@@ -104,24 +110,34 @@ class HealthStore:
                 .group_by(run.periodic_task_id)
                 .order_by(waiting_since)
                 .limit(limit),
-                select(table.id).where(or_(table.failure_streak > 0, table.broken)).limit(limit),
                 select(Incident.periodic_task_id).where(
                     Incident.closed_at.is_(None), Incident.periodic_task_id.is_not(None)
                 ),
             )
+            troubled = list(
+                session.scalars(
+                    select(table.id)
+                    .where(or_(table.failure_streak > 0, table.broken), table.id > troubled_after)
+                    .order_by(table.id)
+                    .limit(limit)
+                )
+            )
+            following = troubled[-1] if len(troubled) == limit else 0
             ids = sorted(
                 {found for source in sources for found in session.scalars(source) if found}
+                | set(troubled)
             )
             if not ids:
-                return []
+                return [], following
             columns = [table.__table__.c[name] for name in WATCHED_COLUMNS]
             statement = select(*columns).where(among(session, table.id, ids))
             rows = {row["id"]: row for row in plain_rows(session, statement)}
             seen = runs_seen(session, ids, now)
-        return [
+        found = [
             AtRisk(columns, seen.runs.get(schedule_id, []), seen.last_started.get(schedule_id))
             for schedule_id, columns in rows.items()
         ]
+        return found, following
 
     @contextmanager
     def judging(self) -> Iterator[bool]:

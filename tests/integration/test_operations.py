@@ -463,3 +463,27 @@ def test_incidents_open_in_batches_each_once_per_kind_and_subject(
     assert sorted(row[2] for row in found if row[1] == "failing") == sorted(
         f"schedule:{number}" for number in ids.values()
     )
+
+
+@on_every_store
+def test_the_watchdog_looks_at_failing_schedules_in_turn_when_there_are_more_than_a_look_takes(
+    api: Bridge, migrated: str
+) -> None:
+    """Five failing schedules, looks of two: each look takes the next two by id, and after
+    the last the looks start again, so every one of them is judged in turn."""
+    from bridge.storage.health import HealthStore
+
+    ids = [add(api, f"failing-{n}").id for n in range(5)]
+    add(api, "healthy")
+    with database_for(migrated).engine.begin() as connection:
+        connection.execute(
+            update(PeriodicTask).where(PeriodicTask.id.in_(ids)).values(failure_streak=3)
+        )
+    store = HealthStore(database_for(migrated))
+    now = datetime.now(UTC)
+    looked: list[list[int]] = []
+    after = 0
+    for _ in range(4):
+        found, after = store.at_risk(now, 3600.0, 2, after)
+        looked.append(sorted(risk.columns["id"] for risk in found))
+    assert looked == [ids[0:2], ids[2:4], ids[4:5], ids[0:2]]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import builtins
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Generic, Self, TypeVar
@@ -17,7 +16,7 @@ from typing import Any, Generic, Self, TypeVar
 from bridge.rules.decisions import Upcoming
 from bridge.rules.health import Health, State
 from bridge.rules.timers import parse_timer
-from bridge.rules.values import column_of, json_or_text
+from bridge.rules.values import column_of, columns_of, json_or_text
 
 T = TypeVar("T")
 
@@ -72,19 +71,12 @@ _CONVERTED: dict[type, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]
 _JSON_COLUMNS = ("args", "kwargs", "options")
 
 
-def _columns(row: Any, names: tuple[str, ...]) -> dict[str, Any]:
-    """The columns ``names`` of a row given as a mapping (a result row) or an object."""
-    if type(row) is dict or isinstance(row, Mapping):  # the first check is the cheaper
-        return {name: row[name] for name in names}
-    return {name: getattr(row, name) for name in names}
-
-
 class _View:
     """Shared conversion of a table row into a frozen, detached view."""
 
     @classmethod
     def of(cls, row: Any) -> Self:
-        return cls(**_columns(row, _names(cls)))
+        return cls(**columns_of(row, _names(cls)))
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready fields: times as ISO-8601 UTC, tuples as lists, JSON columns decoded."""
@@ -174,7 +166,7 @@ class Schedule(_View):
     def of(cls, row: Any, state: State | None = None) -> Self:
         """The schedule ``row`` (a mapping or an object), judged ``state`` (ok when not
         judged)."""
-        values = _columns(row, _STORED)
+        values = columns_of(row, _STORED)
         if state is None:
             return cls(**values)
         return cls(
@@ -229,7 +221,7 @@ class Run(_View):
     @classmethod
     def of(cls, row: Any, schedule: str | None = None) -> Self:
         """The run ``row`` (a mapping or an object) of the schedule called ``schedule``."""
-        values = _columns(row, _RUN_COLUMNS)
+        values = columns_of(row, _RUN_COLUMNS)
         return cls(schedule_id=column_of(row, "periodic_task_id"), schedule=schedule, **values)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -281,6 +281,16 @@ def json_or_text(text: str) -> Any:
 
 def column_of(row: Any, name: str) -> Any:
     """A column of a row given as a mapping (a result row, a dict) or an object (a table row)."""
-    if type(row) is dict:  # the common case, without the costlier check of an abstract type
-        return row[name]
-    return row[name] if isinstance(row, Mapping) else getattr(row, name)
+    return row[name] if _is_mapping(row) else getattr(row, name)
+
+
+def columns_of(row: Any, names: Sequence[str]) -> dict[str, Any]:
+    """The columns ``names`` of a row given as :func:`column_of` takes it."""
+    if _is_mapping(row):
+        return {name: row[name] for name in names}
+    return {name: getattr(row, name) for name in names}
+
+
+def _is_mapping(row: Any) -> bool:
+    # A dict first: the common case, without the costlier check of an abstract type.
+    return type(row) is dict or isinstance(row, Mapping)

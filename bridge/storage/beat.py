@@ -46,6 +46,7 @@ from bridge.storage.sql import (
     dialect_of,
     is_postgres,
     one_of,
+    plain_rows,
     unnested,
 )
 
@@ -538,14 +539,8 @@ def _write_plans(session: Session, rows: Sequence[Row]) -> None:
 def _values(
     session: Session, statement: Executable, bound: Mapping[str, Any] | None = None
 ) -> list[Row]:
-    """The whole ``periodic_task`` rows ``statement`` reads (or returns), as :data:`Row` values.
-
-    Run on the session's connection: a Core statement through the session
-    itself goes through the ORM's loading machinery, row by row.
-    """
-    result = session.connection().execute(statement, bound)
-    keys = list(result.keys())
-    return [Row(**dict(zip(keys, found, strict=True))) for found in result.all()]
+    """The whole ``periodic_task`` rows ``statement`` reads (or returns), as :data:`Row` values."""
+    return [Row(**found) for found in plain_rows(session, statement, bound)]
 
 
 def _held(

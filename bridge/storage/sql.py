@@ -14,8 +14,8 @@ from sqlalchemy import (
     ARRAY,
     ColumnElement,
     Delete,
+    Executable,
     Insert,
-    Select,
     TableValuedAlias,
     Update,
     any_,
@@ -129,11 +129,13 @@ def one_of(
     return column.in_(list(values))  # type: ignore[no-any-return]
 
 
-def plain_rows(session: Session, statement: Select[Any]) -> list[dict[str, Any]]:
-    """The rows of ``statement``, each a dict of its columns, read on the session's
-    connection: a page of 100 rows as ORM objects, or through the ORM's handling of a
-    statement, cost more of the server's CPU than the database spent on it."""
-    result = session.connection().execute(statement)
+def plain_rows(
+    session: Session, statement: Executable, bound: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """The rows ``statement`` reads (or returns), each a dict of its columns, read on the
+    session's connection: a page of 100 rows as ORM objects, or through the ORM's
+    handling of a statement, cost more of the server's CPU than the database spent on it."""
+    result = session.connection().execute(statement, bound)
     keys = tuple(result.keys())
     return [dict(zip(keys, row, strict=True)) for row in result.all()]
 

@@ -154,6 +154,18 @@ def unnested(name: str, columns: Mapping[str, tuple[Any, Sequence[Any]]]) -> Tab
     statement stays the same whatever the number of rows.
     """
     arrays = [literal(list(values), ARRAY(kind)) for kind, values in columns.values()]
+    return _unnest(name, columns, arrays)
+
+
+def unnest_bound(name: str, columns: Mapping[str, Any]) -> TableValuedAlias:
+    """:func:`unnested` for a statement built once: ``columns`` gives each column's name
+    and SQL type, and the statement's caller binds each column's values, a list, under
+    the column's name."""
+    arrays = [bindparam(column, type_=ARRAY(kind)) for column, kind in columns.items()]
+    return _unnest(name, columns, arrays)
+
+
+def _unnest(name: str, columns: Iterable[str], arrays: Sequence[Any]) -> TableValuedAlias:
     return func.unnest(*arrays).table_valued(*columns).render_derived(name=name)
 
 

@@ -12,15 +12,20 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import datetime
+from functools import cache
+from typing import Any
 
+from sqlalchemy import Insert, Table, bindparam, select
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from bridge.storage.models import ScheduleTally
-from bridge.storage.sql import upsert
+from bridge.storage.sql import unnest_bound
 
 #: The counts a tally row holds.
 COUNTS = ("success", "failure", "revoked", "lost", "skipped", "missed", "alerts", "runtime")
 _PENDING = "bridge_tally"
+_TABLE: Table = ScheduleTally.__table__  # type: ignore[assignment]
 
 
 def hour_of(moment: datetime) -> datetime:
@@ -35,21 +40,57 @@ def add(session: Session, schedule_id: int, at: datetime, **counts: float) -> No
 
 
 def write(session: Session) -> None:
-    """Write what :func:`add` gathered on the session, as one upsert."""
+    """Write what :func:`add` gathered on the session, as one statement."""
     pending: dict[tuple[int, datetime], Counter[str]] | None = session.info.pop(_PENDING, None)
     if not pending:
         return
-    rows = [
-        {"periodic_task_id": schedule_id, "hour": hour, **{name: counts[name] for name in COUNTS}}
-        for (schedule_id, hour), counts in sorted(pending.items())
-    ]
-    table = ScheduleTally.__table__.c
-    session.execute(
-        upsert(
-            session,
-            ScheduleTally,
-            rows,
-            [table.periodic_task_id, table.hour],
-            lambda proposed: {name: table[name] + proposed[name] for name in COUNTS},
+    keys = sorted(pending)
+    connection = session.connection()
+    dialect = connection.dialect.name
+    if dialect == "postgresql":
+        columns = {
+            "periodic_task_id": [schedule_id for schedule_id, _ in keys],
+            "hour": [hour for _, hour in keys],
+            **{name: [pending[key][name] for key in keys] for name in COUNTS},
+        }
+        connection.execute(_upsert(dialect), columns)
+        return
+    connection.execute(
+        _upsert(dialect),
+        [
+            {
+                "periodic_task_id": schedule_id,
+                "hour": hour,
+                **{name: pending[schedule_id, hour][name] for name in COUNTS},
+            }
+            for schedule_id, hour in keys
+        ],
+    )
+
+
+@cache
+def _upsert(dialect: str) -> Insert:
+    """The tallies' upsert, built once per dialect: each row's counts are added to those of
+    its schedule and hour, or become them.
+
+    On PostgreSQL the rows go as one array per column (one statement whatever their
+    number); elsewhere as one row's parameters, run once per row. Built from the rows
+    themselves, the statement differed with their number: a multi-row ``INSERT``
+    compiled anew for every batch of runs beat ended, most of what ending them
+    cost (docs/performance.md).
+    """
+    columns = ("periodic_task_id", "hour", *COUNTS)
+    if dialect == "postgresql":
+        rows = unnest_bound("tallied", {name: _TABLE.c[name].type for name in columns})
+        statement: Any = postgresql.insert(_TABLE).from_select(columns, select(*rows.c))
+    else:
+        bound = {name: bindparam(name, type_=_TABLE.c[name].type) for name in columns}
+        statement = (mysql.insert if dialect == "mysql" else sqlite.insert)(_TABLE).values(bound)
+    if dialect == "mysql":
+        return statement.on_duplicate_key_update(  # type: ignore[no-any-return]
+            {name: _TABLE.c[name] + statement.inserted[name] for name in COUNTS}
         )
+    return statement.on_conflict_do_update(  # type: ignore[no-any-return]
+        index_elements=[_TABLE.c.periodic_task_id, _TABLE.c.hour],
+        set_={name: _TABLE.c[name] + statement.excluded[name] for name in COUNTS},
     )

@@ -47,7 +47,8 @@ from bridge.storage.sql import (
     is_postgres,
     one_of,
     plain_rows,
-    unnested,
+    unnest_bound,
+    unnest_values,
 )
 
 __all__ = [
@@ -506,7 +507,7 @@ def _write_plans(session: Session, rows: Sequence[Row]) -> None:
     """Write :data:`PLAN_COLUMNS` of advanced rows, each its own values.
 
     On PostgreSQL one statement updates the batch from one array per column
-    (:func:`bridge.storage.sql.unnested`). Run once per row, even pipelined,
+    (:func:`bridge.storage.sql.unnest_bound`). Run once per row, even pipelined,
     the update had beat bind and convert every row's parameters and the
     server run a statement per row: a burst went a sixth faster without it
     (docs/performance.md).
@@ -522,18 +523,27 @@ def _write_plans(session: Session, rows: Sequence[Row]) -> None:
             ],
         )
         return
-    plans = unnested(
-        "plans",
-        {
-            "row_id": (_TABLE.c.id.type, [row.id for row in rows]),
-            **{c: (_TABLE.c[c].type, [getattr(row, c) for row in rows]) for c in PLAN_COLUMNS},
-        },
+    session.connection().execute(
+        _WRITE_PLANS,
+        unnest_values(
+            "plans",
+            {
+                "row_id": [row.id for row in rows],
+                **{c: [getattr(row, c) for row in rows] for c in PLAN_COLUMNS},
+            },
+        ),
     )
-    session.execute(
-        update(_TABLE)
-        .where(_TABLE.c.id == plans.c.row_id)
-        .values({c: plans.c[c] for c in PLAN_COLUMNS})
-    )
+
+
+#: A batch's advance on PostgreSQL: the columns apply_plan writes, one array per column.
+_PLANS = unnest_bound(
+    "plans", {"row_id": _TABLE.c.id.type, **{c: _TABLE.c[c].type for c in PLAN_COLUMNS}}
+)
+_WRITE_PLANS = (
+    update(_TABLE)
+    .where(_TABLE.c.id == _PLANS.c.row_id)
+    .values({c: _PLANS.c[c] for c in PLAN_COLUMNS})
+)
 
 
 def _values(

@@ -159,10 +159,17 @@ def unnested(name: str, columns: Mapping[str, tuple[Any, Sequence[Any]]]) -> Tab
 
 def unnest_bound(name: str, columns: Mapping[str, Any]) -> TableValuedAlias:
     """:func:`unnested` for a statement built once: ``columns`` gives each column's name
-    and SQL type, and the statement's caller binds each column's values, a list, under
-    the column's name."""
-    arrays = [bindparam(column, type_=ARRAY(kind)) for column, kind in columns.items()]
+    and SQL type; the statement's caller binds each column's values, a list, with
+    :func:`unnest_values`."""
+    arrays = [bindparam(f"{name}_{column}", type_=ARRAY(kind)) for column, kind in columns.items()]
     return _unnest(name, columns, arrays)
+
+
+def unnest_values(name: str, columns: Mapping[str, Sequence[Any]]) -> dict[str, Sequence[Any]]:
+    """The parameters of the rows :func:`unnest_bound` named ``name``: each column's
+    values under a key of their own (a parameter named as a column an ``UPDATE`` or
+    ``INSERT`` writes would be taken for that column's new value)."""
+    return {f"{name}_{column}": values for column, values in columns.items()}
 
 
 def _unnest(name: str, columns: Iterable[str], arrays: Sequence[Any]) -> TableValuedAlias:

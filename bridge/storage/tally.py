@@ -20,7 +20,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from bridge.storage.models import ScheduleTally
-from bridge.storage.sql import unnest_bound
+from bridge.storage.sql import unnest_bound, unnest_values
 
 #: The counts a tally row holds.
 COUNTS = ("success", "failure", "revoked", "lost", "skipped", "missed", "alerts", "runtime")
@@ -48,12 +48,12 @@ def write(session: Session) -> None:
     connection = session.connection()
     dialect = connection.dialect.name
     if dialect == "postgresql":
-        columns = {
+        columns: dict[str, list[Any]] = {
             "periodic_task_id": [schedule_id for schedule_id, _ in keys],
             "hour": [hour for _, hour in keys],
             **{name: [pending[key][name] for key in keys] for name in COUNTS},
         }
-        connection.execute(_upsert(dialect), columns)
+        connection.execute(_upsert(dialect), unnest_values("tallied", columns))
         return
     connection.execute(
         _upsert(dialect),

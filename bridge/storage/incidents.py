@@ -10,19 +10,20 @@ sender that dies holding a claim leaves it to another once the claim lapses.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, and_, delete, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Insert, and_, delete, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from bridge.storage import tally
 from bridge.storage.database import Database
 from bridge.storage.models import Incident, PeriodicTask
-from bridge.storage.sql import changed_rows, insert_skipping, is_mysql
+from bridge.storage.sql import changed_rows, insert_skipping_on
 
 #: The subject of an incident that is no one schedule's.
 SCHEDULER = "scheduler"
@@ -226,20 +227,24 @@ def open_incidents(session: Session, openings: Sequence[Opening], now: datetime)
     """Open incidents in the caller's transaction, each unless one of its kind is open for
     its subject, :data:`OPEN_BATCH` to a statement; the ids of those opened.
 
-    On MySQL, without ``RETURNING``, the ids are read back: the open incidents of
-    those kinds and subjects opened at ``now``, which the unique index of the open
-    incidents lets only this statement's rows be.
+    The statement is built once per dialect and run with each incident's values
+    (SQLAlchemy sends them as multi-row ``INSERT`` statements): built from the
+    rows, it differed with their number and was compiled anew at each of the
+    watchdog's passes. On MySQL, without ``RETURNING``, the ids are read back:
+    the open incidents of those kinds and subjects opened at ``now``, which the
+    unique index of the open incidents lets only this statement's rows be.
     """
+    connection = session.connection()
+    dialect = connection.dialect.name
     opened: list[int] = []
     for start in range(0, len(openings), OPEN_BATCH):
         rows = [_row(opening, now) for opening in openings[start : start + OPEN_BATCH]]
-        statement = insert_skipping(session, Incident).values(rows)
-        if not is_mysql(session):
-            opened += session.scalars(statement.returning(Incident.id))
+        if dialect != "mysql":
+            opened += connection.scalars(_opening(dialect), rows)
             continue
-        session.connection().execute(statement)
+        connection.execute(_opening(dialect), rows)
         keys = [(row["kind"], row["subject"]) for row in rows]
-        opened += session.scalars(
+        opened += connection.scalars(
             select(Incident.id).where(
                 Incident.closed_at.is_(None),
                 Incident.opened_at == now,
@@ -247,6 +252,15 @@ def open_incidents(session: Session, openings: Sequence[Opening], now: datetime)
             )
         )
     return opened
+
+
+@functools.cache
+def _opening(dialect: str) -> Insert:
+    """The ``INSERT`` of :func:`open_incidents`, its values given when it runs."""
+    statement = insert_skipping_on(dialect, Incident)
+    if dialect == "mysql":
+        return statement
+    return statement.returning(Incident.id)
 
 
 def _row(opening: Opening, now: datetime) -> dict[str, Any]:

@@ -50,12 +50,19 @@ def insert_or_skip(session: Session, table: Any) -> postgresql.Insert | sqlite.I
 
 
 def insert_skipping(session: Session, table: Any, key: Sequence[Any] | None = None) -> Insert:
+    """:func:`insert_skipping_on` the session's dialect."""
+    return insert_skipping_on(dialect_of(session), table, key)
+
+
+def insert_skipping_on(dialect: str, table: Any, key: Sequence[Any] | None = None) -> Insert:
     """An ``INSERT`` that leaves as it is a row whose unique ``key`` (any, if None) is taken:
     ``ON CONFLICT DO NOTHING``, or on MySQL, whose ``ON DUPLICATE KEY`` answers any
     unique key, an update that sets the primary key to itself (``INSERT IGNORE``
     would also let bad values through as warnings)."""
-    if not is_mysql(session):
-        return insert_or_skip(session, table).on_conflict_do_nothing(index_elements=key)
+    if dialect == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing(index_elements=key)
+    if dialect != "mysql":
+        return sqlite.insert(table).on_conflict_do_nothing(index_elements=key)
     primary: Any = inspect(table).primary_key[0]
     return mysql.insert(table).on_duplicate_key_update({primary.name: primary})
 

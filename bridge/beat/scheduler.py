@@ -128,6 +128,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self._asleep_until = 0.0
         self._busy = False
         self._stopping = False
+        #: Whether the last tick that claimed stopped half-way (an outage, a defect): it
+        #: may have left rows marked that the next claim takes back.
+        self._tick_unfinished = False
         self._closed = False
         #: Wakes beat when a schedule changes (PostgreSQL); None: Celery's loop sleeps.
         self._changes: ChangeListener | None = None
@@ -249,7 +252,14 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if not self._config_synced:
             self._sync_config()
         started = time.perf_counter()
+        resting = self._resting()
+        if resting is not None:
+            # Nothing due: what a claim would find, for a third of its statements.
+            self.metrics.ticked(time.perf_counter() - started, 0)
+            self.housekeeper.run(utcnow(), self.fires.sent, busy=False)
+            return resting
         limit = self._batch
+        self._tick_unfinished = True
         claimed = self._claim(limit)
         count = len(claimed.on_time) + len(claimed.behind)
         full = count >= limit
@@ -279,6 +289,7 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         logger.debug("bridge: tick claimed %d fired %d in %.1f ms", count, fired, took * 1000)
         # Housekeeping after the fire, which is what the wake-up was timed for.
         self.housekeeper.run(utcnow(), self.fires.sent, busy=full)
+        self._tick_unfinished = False
         if self.fires.troubled:
             self.fires.troubled = False
             return DEFECT_BACKOFF
@@ -286,6 +297,26 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             return 0.0
         now = utcnow()
         due = self.store.next_due(now, timedelta(seconds=self.settings.lease_seconds))
+        return wait_seconds(due, now, self.settings.poll_interval)
+
+    def _resting(self) -> float | None:
+        """How long to sleep when no row is due, counted as an empty claim; None when a
+        claim may find rows.
+
+        The earliest ``nextrun`` no live instance holds is one read of the due
+        index, where a claim runs a statement for each of its parts: a beat at
+        rest ticks every poll interval. After a tick that failed half-way, the
+        claim runs regardless: it takes back the rows that tick left marked, which
+        the earliest ``nextrun`` leaves out as held by a live instance (this one).
+        """
+        if self._tick_unfinished:
+            return None
+        now = utcnow()
+        due = self.store.next_due(now, timedelta(seconds=self.settings.lease_seconds))
+        if due is not None and due <= now:
+            return None
+        # As an empty claim would: the rows falling due from now on are on time.
+        self._claims = (self._claims[1], now)
         return wait_seconds(due, now, self.settings.poll_interval)
 
     def _claim(self, limit: int, behind: bool = True) -> Claimed:

@@ -308,15 +308,22 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         rest ticks every poll interval. After a tick that failed half-way, the
         claim runs regardless: it takes back the rows that tick left marked, which
         the earliest ``nextrun`` leaves out as held by a live instance (this one).
+        So does a tick while a batch is still being finished: the claim's tick
+        collects how it ended.
         """
-        if self._tick_unfinished:
+        if self._tick_unfinished or self.fires.finishing:
             return None
         now = utcnow()
+        # As a claim would, a look-up that fails (an outage) starts the count again.
+        claims, self._claims = self._claims, (None, None)
         due = self.store.next_due(now, timedelta(seconds=self.settings.lease_seconds))
         if due is not None and due <= now:
+            self._claims = claims
             return None
-        # As an empty claim would: the rows falling due from now on are on time.
-        self._claims = (self._claims[1], now)
+        # As an empty claim would: the rows falling due from now on are on time, and the
+        # next claim takes a first batch.
+        self._claims = (claims[1], now)
+        self._batch = min(FIRST_BATCH, self.settings.batch_size)
         return wait_seconds(due, now, self.settings.poll_interval)
 
     def _claim(self, limit: int, behind: bool = True) -> Claimed:

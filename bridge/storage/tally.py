@@ -26,6 +26,8 @@ from bridge.storage.sql import unnest_bound, unnest_values
 COUNTS = ("success", "failure", "revoked", "lost", "skipped", "missed", "alerts", "runtime")
 _PENDING = "bridge_tally"
 _TABLE: Table = ScheduleTally.__table__  # type: ignore[assignment]
+#: The Python type of each count's column.
+_KIND = {name: float if name == "runtime" else int for name in COUNTS}
 
 
 def hour_of(moment: datetime) -> datetime:
@@ -44,28 +46,22 @@ def write(session: Session) -> None:
     pending: dict[tuple[int, datetime], Counter[str]] | None = session.info.pop(_PENDING, None)
     if not pending:
         return
-    keys = sorted(pending)
+    # Each count of its column's type: an array of PostgreSQL takes values of one type.
+    rows = [
+        {
+            "periodic_task_id": schedule_id,
+            "hour": hour,
+            **{name: _KIND[name](counts[name]) for name in COUNTS},
+        }
+        for (schedule_id, hour), counts in sorted(pending.items())
+    ]
     connection = session.connection()
     dialect = connection.dialect.name
     if dialect == "postgresql":
-        columns: dict[str, list[Any]] = {
-            "periodic_task_id": [schedule_id for schedule_id, _ in keys],
-            "hour": [hour for _, hour in keys],
-            **{name: [pending[key][name] for key in keys] for name in COUNTS},
-        }
+        columns = {name: [row[name] for row in rows] for name in rows[0]}
         connection.execute(_upsert(dialect), unnest_values("tallied", columns))
-        return
-    connection.execute(
-        _upsert(dialect),
-        [
-            {
-                "periodic_task_id": schedule_id,
-                "hour": hour,
-                **{name: pending[schedule_id, hour][name] for name in COUNTS},
-            }
-            for schedule_id, hour in keys
-        ],
-    )
+    else:
+        connection.execute(_upsert(dialect), rows)
 
 
 @cache

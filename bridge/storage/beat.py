@@ -422,8 +422,8 @@ _ON_TIME, _OWING_ONE, _OWING_ALL = "on time", "owing one", "owing all"
 @functools.cache
 def _claim_candidates(dialect: str, part: str, leaving_out: bool) -> Select[int]:
     """The rows a claim's ``part`` may mark, locked and skipping those locked, built once
-    per dialect (an idle beat claims every second, and building the statement anew, with
-    the look-up of the live instances in it, cost more CPU than running it). Bound:
+    per dialect (beat claims at every tick with a row due, and building the statement anew,
+    with the look-up of the live instances in it, cost more CPU than running it). Bound:
     ``now``, ``late`` (the on-time bound), ``lease_start``, ``instance``, ``limit`` and,
     when ``leaving_out``, ``besides`` (the ids of the rows left out)."""
     late = bindparam("late", type_=UTCDateTime())

@@ -252,12 +252,13 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         if not self._config_synced:
             self._sync_config()
         started = time.perf_counter()
-        resting = self._resting()
-        if resting is not None:
+        resting, due = self._resting()
+        if resting:
             # Nothing due: what a claim would find, for a third of its statements.
             self.metrics.ticked(time.perf_counter() - started, 0)
             self.housekeeper.run(utcnow(), self.fires.sent, busy=False)
-            return resting
+            # Counted from after housekeeping, which may take a while.
+            return wait_seconds(due, utcnow(), self.settings.poll_interval)
         limit = self._batch
         self._tick_unfinished = True
         claimed = self._claim(limit)
@@ -299,9 +300,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         due = self.store.next_due(now, timedelta(seconds=self.settings.lease_seconds))
         return wait_seconds(due, now, self.settings.poll_interval)
 
-    def _resting(self) -> float | None:
-        """How long to sleep when no row is due, counted as an empty claim; None when a
-        claim may find rows.
+    def _resting(self) -> tuple[bool, datetime | None]:
+        """Whether no row is due, which counts as an empty claim, and if so the earliest
+        ``nextrun`` (None: none at all); ``(False, None)`` when a claim may find rows.
 
         The earliest ``nextrun`` no live instance holds is one read of the due
         index, where a claim runs a statement for each of its parts: a beat at
@@ -312,19 +313,19 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         collects how it ended.
         """
         if self._tick_unfinished or self.fires.finishing:
-            return None
+            return False, None
         now = utcnow()
         # As a claim would, a look-up that fails (an outage) starts the count again.
         claims, self._claims = self._claims, (None, None)
         due = self.store.next_due(now, timedelta(seconds=self.settings.lease_seconds))
         if due is not None and due <= now:
             self._claims = claims
-            return None
+            return False, None
         # As an empty claim would: the rows falling due from now on are on time, and the
         # next claim takes a first batch.
         self._claims = (claims[1], now)
         self._batch = min(FIRST_BATCH, self.settings.batch_size)
-        return wait_seconds(due, now, self.settings.poll_interval)
+        return True, due
 
     def _claim(self, limit: int, behind: bool = True) -> Claimed:
         """Mark up to ``limit`` due rows for this instance, on time first (see

@@ -40,6 +40,7 @@ from bridge.storage.models import OPEN_RUNS, PeriodicTask, TaskExecution, UTCDat
 from bridge.storage.sql import (
     among,
     changed_rows,
+    dialect_of,
     insert_or_skip,
     insert_skipping,
     is_mysql,
@@ -323,7 +324,7 @@ def mark_sent(session: Session, runs: Sequence[Sent], now: datetime) -> None:
     runs = sorted(runs, key=lambda run: run.run_id)
     run_ids = [run.run_id for run in runs]
     schedule_ids = sorted({run.schedule_id for run in runs})
-    statements = _mark_sent_statements(session.get_bind().dialect.name)
+    statements = _mark_sent_statements(dialect_of(session))
     connection = session.connection()
     times = {"now": now, "pending": RunStatus.PENDING, "sent": RunStatus.SENT}
     connection.execute(statements.lock_runs, {"ids": run_ids, "pending": RunStatus.PENDING})

@@ -41,12 +41,20 @@ def is_mysql(session: Session) -> bool:
     return dialect_of(session) == "mysql"
 
 
+def insert_of(dialect: str, table: Any) -> Any:
+    """An ``INSERT`` of the dialect's own kind, which takes its conflict clause: ``ON
+    CONFLICT`` on PostgreSQL and SQLite, ``ON DUPLICATE KEY`` on MySQL."""
+    if dialect == "postgresql":
+        return postgresql.insert(table)
+    if dialect == "mysql":
+        return mysql.insert(table)
+    return sqlite.insert(table)
+
+
 def insert_or_skip(session: Session, table: Any) -> postgresql.Insert | sqlite.Insert:
     """An ``INSERT`` of PostgreSQL or SQLite, which can take ``ON CONFLICT DO ...``; on
     MySQL use :func:`insert_skipping` or :func:`upsert`."""
-    if is_postgres(session):
-        return postgresql.insert(table)
-    return sqlite.insert(table)
+    return insert_of("postgresql" if is_postgres(session) else "sqlite", table)  # type: ignore[no-any-return]
 
 
 def insert_skipping(session: Session, table: Any, key: Sequence[Any] | None = None) -> Insert:
@@ -59,12 +67,11 @@ def insert_skipping_on(dialect: str, table: Any, key: Sequence[Any] | None = Non
     ``ON CONFLICT DO NOTHING``, or on MySQL, whose ``ON DUPLICATE KEY`` answers any
     unique key, an update that sets the primary key to itself (``INSERT IGNORE``
     would also let bad values through as warnings)."""
-    if dialect == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing(index_elements=key)
+    statement = insert_of(dialect, table)
     if dialect != "mysql":
-        return sqlite.insert(table).on_conflict_do_nothing(index_elements=key)
+        return statement.on_conflict_do_nothing(index_elements=key)  # type: ignore[no-any-return]
     primary: Any = inspect(table).primary_key[0]
-    return mysql.insert(table).on_duplicate_key_update({primary.name: primary})
+    return statement.on_duplicate_key_update({primary.name: primary})  # type: ignore[no-any-return]
 
 
 def upsert(
@@ -75,13 +82,23 @@ def upsert(
     updates: Callable[[Any], Mapping[str, Any]],
 ) -> Insert:
     """An ``INSERT`` of ``rows`` that updates the row already holding a row's ``key``
-    instead, with ``updates(proposed)``: ``proposed`` names the values the ``INSERT``
-    proposed (PostgreSQL's ``excluded``, MySQL's ``VALUES()``)."""
-    if is_mysql(session):
-        statement = mysql.insert(table).values(rows)
-        return statement.on_duplicate_key_update(dict(updates(statement.inserted)))
-    base = insert_or_skip(session, table).values(rows)
-    return base.on_conflict_do_update(index_elements=key, set_=updates(base.excluded))
+    instead (see :func:`upserting`)."""
+    dialect = dialect_of(session)
+    return upserting(dialect, insert_of(dialect, table).values(rows), key, updates)
+
+
+def upserting(
+    dialect: str, statement: Any, key: Sequence[Any], updates: Callable[[Any], Mapping[str, Any]]
+) -> Insert:
+    """``statement``, an ``INSERT`` of :func:`insert_of` the dialect, made to update the row
+    already holding a row's ``key`` instead, with ``updates(proposed)``: ``proposed``
+    names the values the ``INSERT`` proposed (PostgreSQL's ``excluded``, MySQL's
+    ``VALUES()``)."""
+    if dialect == "mysql":
+        return statement.on_duplicate_key_update(dict(updates(statement.inserted)))  # type: ignore[no-any-return]
+    return statement.on_conflict_do_update(  # type: ignore[no-any-return]
+        index_elements=key, set_=updates(statement.excluded)
+    )
 
 
 def changed_rows(

@@ -13,14 +13,12 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 from functools import cache
-from typing import Any
 
 from sqlalchemy import Insert, Table, bindparam, select
-from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from bridge.storage.models import ScheduleTally
-from bridge.storage.sql import unnest_bound, unnest_values
+from bridge.storage.sql import insert_of, unnest_bound, unnest_values, upserting
 
 #: The counts a tally row holds.
 COUNTS = ("success", "failure", "revoked", "lost", "skipped", "missed", "alerts", "runtime")
@@ -76,17 +74,17 @@ def _upsert(dialect: str) -> Insert:
     cost (docs/performance.md).
     """
     columns = ("periodic_task_id", "hour", *COUNTS)
+    statement = insert_of(dialect, _TABLE)
     if dialect == "postgresql":
         rows = unnest_bound("tallied", {name: _TABLE.c[name].type for name in columns})
-        statement: Any = postgresql.insert(_TABLE).from_select(columns, select(*rows.c))
+        statement = statement.from_select(columns, select(*rows.c))
     else:
-        bound = {name: bindparam(name, type_=_TABLE.c[name].type) for name in columns}
-        statement = (mysql.insert if dialect == "mysql" else sqlite.insert)(_TABLE).values(bound)
-    if dialect == "mysql":
-        return statement.on_duplicate_key_update(  # type: ignore[no-any-return]
-            {name: _TABLE.c[name] + statement.inserted[name] for name in COUNTS}
+        statement = statement.values(
+            {name: bindparam(name, type_=_TABLE.c[name].type) for name in columns}
         )
-    return statement.on_conflict_do_update(  # type: ignore[no-any-return]
-        index_elements=[_TABLE.c.periodic_task_id, _TABLE.c.hour],
-        set_={name: _TABLE.c[name] + statement.excluded[name] for name in COUNTS},
+    return upserting(
+        dialect,
+        statement,
+        [_TABLE.c.periodic_task_id, _TABLE.c.hour],
+        lambda proposed: {name: _TABLE.c[name] + proposed[name] for name in COUNTS},
     )

@@ -136,6 +136,20 @@ def spans_disjoint(runs: Sequence[Run]) -> bool:
     return all(end <= start for (_, end), (start, _) in pairwise(spans))
 
 
+def replacements_started(runs: Sequence[Run]) -> bool:
+    """Each run replaced so far was followed by a run that started."""
+    ordered = sorted(runs, key=lambda r: r["plan_time"])
+    return (
+        all(
+            later["started_at"] is not None
+            for run, later in pairwise(ordered)
+            if run["status"] == "REVOKED"
+        )
+        and bool(ordered)
+        and ordered[-1]["status"] != "REVOKED"
+    )
+
+
 # -- overlap ---------------------------------------------------------------------------
 
 
@@ -154,6 +168,11 @@ def test_overlap_skip_allow_buffer_one_and_replace(pg_env: Env) -> None:
     wait_for(lambda: count(env, "ov-buffer", "SUCCESS") >= 3, 30, what="three ov-buffer runs")
     wait_for(lambda: count(env, "ov-replace", "REVOKED") >= 2, 30, what="two replaced runs")
     beat.stop()
+    wait_for(
+        lambda: replacements_started(history(env, "ov-replace")),
+        30,
+        what="the run after each replaced one to start",
+    )
 
     # skip: occurrences that find a run open are counted, and runs never overlap.
     skip_runs = history(env, "ov-skip")
@@ -187,8 +206,7 @@ def test_overlap_skip_allow_buffer_one_and_replace(pg_env: Env) -> None:
         assert run["finished_at"] - began < 10 * SEC, run  # not its natural 20 s
         if run["started_at"]:
             assert f"Terminating {run['id']}" in worker.log
-        later = [r for r in replace_runs if r["plan_time"] > run["plan_time"]]
-        assert later and later[0]["started_at"] is not None, later
+    assert replacements_started(replace_runs), replace_runs
     assert all(r["status"] != "SUCCESS" for r in replace_runs)
     cold_stop(worker)
 

@@ -84,7 +84,7 @@ def _env(tmp_path: Path, database_url: str, broker_url: str | None) -> Iterator[
     try:
         yield env
     finally:
-        env.stop_all()
+        env.kill_all()
         database_for(database_url).dispose()
 
 

@@ -118,7 +118,7 @@ def site(
             yield Site(env, f"http://127.0.0.1:{port}", browser, shots)
         finally:
             browser.close()
-            env.stop_all()
+            env.kill_all()
     if os.environ.get("BRIDGE_UPDATE_SCREENSHOTS") == "1":
         SCREENSHOTS.mkdir(exist_ok=True)
         for shot in shots.glob("*.png"):

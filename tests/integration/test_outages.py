@@ -151,4 +151,4 @@ def test_redis_restart_under_beat_and_worker(
             env.start("worker")
         assert_recovered(env, beat, "broker", back)
     finally:
-        env.stop_all()
+        env.kill_all()

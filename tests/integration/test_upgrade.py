@@ -139,7 +139,7 @@ def env(tmp_path: Path) -> Iterator[Env]:
         try:
             yield env
         finally:
-            env.stop_all()
+            env.kill_all()
 
 
 def table(env: Env, columns: str, name: str, order: str = "") -> list[tuple[object, ...]]:
@@ -355,7 +355,7 @@ def test_a_beat_started_before_the_first_migrate_waits_for_the_tables(tmp_path: 
         ), waiting
         assert errors(beat.log) == waiting, beat.log[-4000:]
     finally:
-        env.stop_all()
+        env.kill_all()
 
 
 def test_a_beat_that_meets_a_schema_it_does_not_match_while_it_runs_exits_1(
@@ -383,4 +383,4 @@ def test_a_beat_that_meets_a_schema_it_does_not_match_while_it_runs_exits_1(
         assert [line.endswith(refusal) for line in errors(beat.log)] == [True], beat.log[-4000:]
         assert "Traceback" not in beat.log, beat.log[-4000:]
     finally:
-        env.stop_all()
+        env.kill_all()

@@ -100,7 +100,7 @@ def deployment(
                 env, f"http://127.0.0.1:{port}", f"http://127.0.0.1:{beat_port}/metrics"
             )
         finally:
-            env.stop_all()
+            env.kill_all()
 
 
 # -- authorisation -------------------------------------------------------------------------
@@ -206,7 +206,7 @@ def test_without_a_token_only_loopback_is_served(tmp_path: Path, pg_url: str) ->
         assert forged.status_code == 403
         assert httpx.get(f"{base}/api/v1/schedules/local/runs").json()["items"] == []
     finally:
-        env.stop_all()
+        env.kill_all()
 
 
 def test_a_short_token_is_refused_without_repeating_it(tmp_path: Path, pg_url: str) -> None:
@@ -627,7 +627,7 @@ def test_metrics_past_the_cap_show_only_totals(tmp_path: Path, pg_url: str) -> N
         env.serve(port, BRIDGE_METRICS_MAX_SCHEDULES="2")
         text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
     finally:
-        env.stop_all()
+        env.kill_all()
     families = {family.name: family for family in text_string_to_metric_families(text)}
     shown = {sample.labels["schedule"] for sample in families["bridge_schedule_enabled"].samples}
     assert shown == {"a", "b"}

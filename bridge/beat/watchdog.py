@@ -99,8 +99,12 @@ LASTS_THROUGH = {
     Health.FAILING.value: frozenset({Health.FAILING, Health.BROKEN}),
 }
 #: Incidents whose message counts what grows while they are open ("its last 5
-#: occurrences failed"): restated at each pass, so that it never says 1 after five.
+#: occurrences failed"): restated when their schedule is judged (at each pass, or in its
+#: turn with more than :data:`AT_RISK_LIMIT` failing), so that it never says 1 after five.
 RESTATED = frozenset({Health.FAILING})
+#: Incidents that go on while their schedule's row says so, whatever its runs: its
+#: schedule is judged only in its turn (:meth:`HealthStore.at_risk`).
+SETTLED = frozenset({Health.FAILING.value, Health.BROKEN.value})
 
 
 class Watchdog:
@@ -194,7 +198,7 @@ class Watchdog:
     # -- 1. judge ---------------------------------------------------------------------------
 
     def judge(self, now: datetime) -> None:
-        at_risk, self._troubled_after = self.health.at_risk(
+        at_risk, self._troubled_after, settled = self.health.at_risk(
             now, self.settings.default_grace, AT_RISK_LIMIT, self._troubled_after
         )
         states = {risk.columns["id"]: (risk, self.state_of(risk, now)) for risk in at_risk}
@@ -207,7 +211,7 @@ class Watchdog:
         over = [
             incident.id
             for incident in open_now
-            if not self._lasts(incident.kind, incident.periodic_task_id, troubled, states)
+            if not self._lasts(incident.kind, incident.periodic_task_id, troubled, states, settled)
             and (
                 incident.kind not in ALERTED_BEFORE_CLOSING
                 or incident.alerted_at
@@ -260,6 +264,7 @@ class Watchdog:
         schedule_id: int | None,
         troubled: set[tuple[str, int]],
         states: dict[int, tuple[AtRisk, State]],
+        settled: frozenset[int],
     ) -> bool:
         """Whether an open incident's trouble goes on (this beat ticks: no beat is over)."""
         if kind == "no_beat":
@@ -267,6 +272,8 @@ class Watchdog:
         if schedule_id is None:
             return True
         state = states.get(schedule_id)
+        if state is None and schedule_id in settled and kind in SETTLED:
+            return True
         if kind in EVENTS:
             # A missed occurrence ends once its schedule is out of trouble.
             return state is not None and state[1].health in TROUBLE

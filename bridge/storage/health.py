@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
-from sqlalchemy import case, func, or_, select, text
+from sqlalchemy import and_, case, func, or_, select, text
 
 from bridge.rules.health import HELD_BY_WORKER, Health, OpenRunView, worst
 from bridge.rules.kinds import NON_FINAL_STATUSES
@@ -67,6 +67,17 @@ class AtRisk:
     last_started: datetime | None
 
 
+class Risks(NamedTuple):
+    """What one look of the watchdog reads: see :meth:`HealthStore.at_risk`."""
+
+    found: list[AtRisk]
+    #: Where the next look at the failing and broken schedules starts (by id; 0: the first).
+    following: int
+    #: The schedules with an open ``failing`` or ``broken`` incident that their row says
+    #: goes on, not read unless another kind of risk found them.
+    settled: frozenset[int]
+
+
 class HealthStore:
     """The statements the health and the watchdog read, against one database."""
 
@@ -79,21 +90,39 @@ class HealthStore:
 
     def at_risk(
         self, now: datetime, default_grace: float, limit: int, troubled_after: int = 0
-    ) -> tuple[list[AtRisk], int]:
+    ) -> Risks:
         """The schedules that may be in trouble, at most ``limit`` of each kind, the most
         pressing first: those overdue by their grace (the most overdue first), those
         with an open run (the one waiting or running longest first), the failing and
         broken ones (a partial index) by id after ``troubled_after``, and those with an
-        open incident (to be closed when the trouble is over).
+        open incident whose trouble may be over (to close it).
 
         Also the ``troubled_after`` of the next look: the last failing or broken one
         read, or 0 once they are all read, so that with more than ``limit`` of them the
-        looks go round them all rather than judge the same ones each time."""
+        looks go round them all rather than judge the same ones each time.
+
+        An open ``broken`` incident of a schedule still broken, or a ``failing`` one of a
+        schedule still failing (enabled, failure streak above 0) or broken, goes on
+        whatever the schedule's runs: the schedule is *settled*, and read only in its
+        turn among the failing ones or when it is overdue or has an open run. With tens
+        of thousands failing, a look otherwise judged every one of them at each pass."""
         table, run = PeriodicTask, TaskExecution
         waiting_since = func.min(func.coalesce(run.started_at, run.queued_at, run.plan_time))
         with self.database.session() as session:
             dialect = dialect_of(session)
             grace = func.coalesce(table.grace, default_grace)
+            open_incident = (
+                select(Incident.periodic_task_id)
+                .join(table, table.id == Incident.periodic_task_id)
+                .where(Incident.closed_at.is_(None))
+            )
+            goes_on = or_(
+                and_(Incident.kind == Health.BROKEN.value, table.broken),
+                and_(
+                    Incident.kind == Health.FAILING.value,
+                    or_(table.broken, and_(table.enabled, table.failure_streak > 0)),
+                ),
+            )
             sources = (
                 # ``nextrun < now`` first: the due index finds the few rows due at all,
                 # where the grace of each row alone would read the whole table.
@@ -110,9 +139,8 @@ class HealthStore:
                 .group_by(run.periodic_task_id)
                 .order_by(waiting_since)
                 .limit(limit),
-                select(Incident.periodic_task_id).where(
-                    Incident.closed_at.is_(None), Incident.periodic_task_id.is_not(None)
-                ),
+                # (An incident whose schedule is gone is in neither: the watchdog closes it.)
+                open_incident.where(~goes_on),
             )
             troubled = list(
                 session.scalars(
@@ -127,8 +155,11 @@ class HealthStore:
                 {found for source in sources for found in session.scalars(source) if found}
                 | set(troubled)
             )
+            settled = frozenset(
+                found for found in session.scalars(open_incident.where(goes_on)) if found
+            )
             if not ids:
-                return [], following
+                return Risks([], following, settled)
             columns = [table.__table__.c[name] for name in WATCHED_COLUMNS]
             statement = select(*columns).where(among(session, table.id, ids))
             rows = {row["id"]: row for row in plain_rows(session, statement)}
@@ -137,7 +168,7 @@ class HealthStore:
             AtRisk(columns, seen.runs.get(schedule_id, []), seen.last_started.get(schedule_id))
             for schedule_id, columns in rows.items()
         ]
-        return found, following
+        return Risks(found, following, settled)
 
     @contextmanager
     def judging(self) -> Iterator[bool]:

@@ -484,6 +484,52 @@ def test_the_watchdog_looks_at_failing_schedules_in_turn_when_there_are_more_tha
     looked: list[list[int]] = []
     after = 0
     for _ in range(4):
-        found, after = store.at_risk(now, 3600.0, 2, after)
+        found, after, _ = store.at_risk(now, 3600.0, 2, after)
         looked.append(sorted(risk.columns["id"] for risk in found))
     assert looked == [ids[0:2], ids[2:4], ids[4:5], ids[0:2]]
+
+
+@on_every_store
+def test_a_failing_incident_goes_on_unjudged_until_its_turn_and_closes_as_its_row_recovers(
+    api: Bridge, migrated: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five failing schedules, looks of two. Once each has its incident, a look reads the
+    next two in turn and those whose row says the trouble may be over (one recovered,
+    one paused), not the others, whose incidents stay open; the recovered and the paused
+    ones' incidents close, and a schedule judged in its turn has its message restated."""
+    from bridge.beat import watchdog as watchdog_module
+    from bridge.storage.health import HealthStore
+    from workers.app import app
+
+    monkeypatch.setattr(watchdog_module, "AT_RISK_LIMIT", 2)
+    ids = [add(api, f"failing-{n}").id for n in range(5)]
+    table = PeriodicTask.__table__
+    with database_for(migrated).engine.begin() as connection:
+        connection.execute(update(table).where(table.c.id.in_(ids)).values(failure_streak=3))
+    watchdog = watchdog_module.Watchdog(app, api.settings, api.database)
+    now = datetime.now(UTC)
+    for _ in range(3):  # looks of 2, 2 and 1
+        watchdog.judge(now)
+
+    def open_failing() -> dict[int, str]:
+        found = rows(
+            migrated,
+            "SELECT periodic_task_id, message FROM incident"
+            " WHERE closed_at IS NULL AND kind = 'failing'",
+        )
+        return {row[0]: row[1] for row in found}
+
+    assert sorted(open_failing()) == ids
+    with database_for(migrated).engine.begin() as connection:
+        connection.execute(update(table).where(table.c.id == ids[0]).values(failure_streak=7))
+        connection.execute(update(table).where(table.c.id == ids[3]).values(enabled=False))
+        connection.execute(update(table).where(table.c.id == ids[4]).values(failure_streak=0))
+    found, _, settled = HealthStore(database_for(migrated)).at_risk(now, 3600.0, 2)
+    assert sorted(risk.columns["id"] for risk in found) == [ids[0], ids[1], ids[3], ids[4]]
+    assert settled == {ids[0], ids[1], ids[2]}
+    watchdog.judge(now)
+    assert open_failing() == {
+        ids[0]: "its last 7 occurrences failed",
+        ids[1]: "its last 3 occurrences failed",
+        ids[2]: "its last 3 occurrences failed",
+    }

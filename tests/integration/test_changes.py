@@ -70,3 +70,43 @@ def test_a_resumed_schedule_fires_at_once(idle_beat: Env, api: Bridge) -> None:
     assert not fired(idle_beat, "paused")
     api.resume("paused")
     wait_for(lambda: fired(idle_beat, "paused"), PROMPT, what="the resumed schedule to fire")
+
+
+def test_the_listener_sleeps_its_timeout_wakes_on_a_notification_and_drains_them(
+    pg_url: str,
+) -> None:
+    """Beat's sleep, on PostgreSQL's connection itself: a first wait after connecting says
+    to look at the table; without a change a wait lasts its timeout; notifications sent
+    meanwhile, several at once, end one wait, and the next one sleeps again."""
+    import threading
+    import time
+
+    from sqlalchemy import text
+
+    from bridge.storage.database import database_for
+    from bridge.storage.listener import CHANNEL, ChangeListener
+
+    database = database_for(pg_url)
+    listener = ChangeListener(database)
+    try:
+        assert listener.wait(5.0) is True  # listening from now: what came before is unseen
+        started = time.monotonic()
+        assert listener.wait(0.5) is False
+        assert time.monotonic() - started >= 0.45
+
+        def notify() -> None:
+            time.sleep(0.3)
+            with database.engine.begin() as connection:
+                for _ in range(3):
+                    connection.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
+
+        sender = threading.Thread(target=notify)
+        sender.start()
+        started = time.monotonic()
+        assert listener.wait(30.0) is True
+        assert time.monotonic() - started < 15, "woken by the notification, not the timeout"
+        sender.join()
+        assert listener.wait(0.5) is False, "the three notifications ended one wait"
+    finally:
+        listener.close()
+        database.dispose()

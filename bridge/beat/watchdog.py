@@ -102,9 +102,6 @@ LASTS_THROUGH = {
 #: occurrences failed"): restated when their schedule is judged (at each pass, or in its
 #: turn with more than :data:`AT_RISK_LIMIT` failing), so that it never says 1 after five.
 RESTATED = frozenset({Health.FAILING})
-#: Incidents that go on while their schedule's row says so, whatever its runs: its
-#: schedule is judged only in its turn (:meth:`HealthStore.at_risk`).
-SETTLED = frozenset({Health.FAILING.value, Health.BROKEN.value})
 
 
 class Watchdog:
@@ -142,6 +139,8 @@ class Watchdog:
         self._pause = settings.watchdog_interval
         #: Where the next look at the failing and broken schedules starts (by id).
         self._troubled_after = 0
+        #: When this watchdog last judged: the schedules with a run ended since are judged.
+        self._judged_at: datetime | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -198,20 +197,29 @@ class Watchdog:
     # -- 1. judge ---------------------------------------------------------------------------
 
     def judge(self, now: datetime) -> None:
-        at_risk, self._troubled_after, settled = self.health.at_risk(
-            now, self.settings.default_grace, AT_RISK_LIMIT, self._troubled_after
+        ended_since = None if self._judged_at is None else self._judged_at - ENDED_SLACK
+        settings = self.settings
+        at_risk, self._troubled_after = self.health.at_risk(
+            now,
+            settings.default_grace,
+            AT_RISK_LIMIT,
+            self._troubled_after,
+            ended_since,
+            settings.default_max_runtime,
         )
+        self._judged_at = now
         states = {risk.columns["id"]: (risk, self.state_of(risk, now)) for risk in at_risk}
         troubled = {
             (state.health.value, schedule_id)
             for schedule_id, (_, state) in states.items()
             if state.trouble
         }
-        open_now = self.incidents.open_incidents()
+        # A schedule not judged now whose incident is settled keeps it open, as it is.
+        open_now = self.incidents.open_incidents(sorted(states))
         over = [
             incident.id
             for incident in open_now
-            if not self._lasts(incident.kind, incident.periodic_task_id, troubled, states, settled)
+            if not self._lasts(incident.kind, incident.periodic_task_id, troubled, states)
             and (
                 incident.kind not in ALERTED_BEFORE_CLOSING
                 or incident.alerted_at
@@ -264,7 +272,6 @@ class Watchdog:
         schedule_id: int | None,
         troubled: set[tuple[str, int]],
         states: dict[int, tuple[AtRisk, State]],
-        settled: frozenset[int],
     ) -> bool:
         """Whether an open incident's trouble goes on (this beat ticks: no beat is over)."""
         if kind == "no_beat":
@@ -272,8 +279,6 @@ class Watchdog:
         if schedule_id is None:
             return True
         state = states.get(schedule_id)
-        if state is None and schedule_id in settled and kind in SETTLED:
-            return True
         if kind in EVENTS:
             # A missed occurrence ends once its schedule is out of trouble.
             return state is not None and state[1].health in TROUBLE

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from sqlalchemy import and_, case, func, or_, select, text
+from sqlalchemy import Select, and_, case, func, or_, select, text
 
 from bridge.rules.health import HELD_BY_WORKER, Health, OpenRunView, worst
-from bridge.rules.kinds import NON_FINAL_STATUSES
+from bridge.rules.kinds import FINAL_STATUSES, NON_FINAL_STATUSES
 from bridge.storage.database import Database
+from bridge.storage.incidents import has_settled_incident, settled
 from bridge.storage.models import BeatInstance, Incident, PeriodicTask, TaskExecution
 from bridge.storage.runs import RunsSeen, runs_seen
 from bridge.storage.schedules import finished_rows
@@ -73,9 +74,6 @@ class Risks(NamedTuple):
     found: list[AtRisk]
     #: Where the next look at the failing and broken schedules starts (by id; 0: the first).
     following: int
-    #: The schedules with an open ``failing`` or ``broken`` incident that their row says
-    #: goes on, not read unless another kind of risk found them.
-    settled: frozenset[int]
 
 
 class HealthStore:
@@ -89,41 +87,54 @@ class HealthStore:
             return runs_seen(session, schedule_ids, now)
 
     def at_risk(
-        self, now: datetime, default_grace: float, limit: int, troubled_after: int = 0
+        self,
+        now: datetime,
+        default_grace: float,
+        limit: int,
+        troubled_after: int = 0,
+        ended_since: datetime | None = None,
+        default_max_runtime: float = 0.0,
     ) -> Risks:
         """The schedules that may be in trouble, at most ``limit`` of each kind, the most
         pressing first: those overdue by their grace (the most overdue first), those
-        with an open run (the one waiting or running longest first), the failing and
-        broken ones (a partial index) by id after ``troubled_after``, and those with an
-        open incident whose trouble may be over (to close it).
+        with an open run waiting longer than their grace or running longer than their
+        max runtime (``default_max_runtime`` for those with none of their own; 0: no
+        limit), the one waiting or running longest first, those with a run
+        that ended at ``ended_since`` or later (a failure streak grown, a late run
+        started), the failing and broken ones with no settled incident (a partial index)
+        by id after ``troubled_after``, and those with an open incident that is not
+        settled (to close it).
 
         Also the ``troubled_after`` of the next look: the last failing or broken one
         read, or 0 once they are all read, so that with more than ``limit`` of them the
         looks go round them all rather than judge the same ones each time.
 
-        An open ``broken`` incident of a schedule still broken, or a ``failing`` one of a
-        schedule still failing (enabled, failure streak above 0) or broken, goes on
-        whatever the schedule's runs: the schedule is *settled*, and read only in its
-        turn among the failing ones or when it is overdue or has an open run. With tens
-        of thousands failing, a look otherwise judged every one of them at each pass."""
+        A failing or broken schedule whose incident is
+        :func:`~bridge.storage.incidents.settled` (its row says the trouble goes on) is
+        read only when one of its runs ends or is open, or when it is overdue: nothing
+        else changes what it is judged."""
         table, run = PeriodicTask, TaskExecution
         waiting_since = func.min(func.coalesce(run.started_at, run.queued_at, run.plan_time))
         with self.database.session() as session:
             dialect = dialect_of(session)
             grace = func.coalesce(table.grace, default_grace)
-            open_incident = (
-                select(Incident.periodic_task_id)
-                .join(table, table.id == Incident.periodic_task_id)
-                .where(Incident.closed_at.is_(None))
-            )
-            goes_on = or_(
-                and_(Incident.kind == Health.BROKEN.value, table.broken),
+            # A run may be late or overrun (the health rule decides): waiting to start
+            # since its occurrence for longer than the grace, or started longer ago than
+            # the max runtime (when there is one). A run going within its limits cannot.
+            waited = func.coalesce(run.plan_time, run.queued_at)
+            max_runtime = func.coalesce(func.nullif(table.max_runtime, 0), default_max_runtime)
+            overdue_run = or_(
                 and_(
-                    Incident.kind == Health.FAILING.value,
-                    or_(table.broken, and_(table.enabled, table.failure_streak > 0)),
+                    run.started_at.is_(None),
+                    or_(waited.is_(None), before(waited, now, grace, dialect=dialect)),
+                ),
+                and_(
+                    run.started_at.is_not(None),
+                    max_runtime > 0,
+                    before(run.started_at, now, max_runtime, dialect=dialect),
                 ),
             )
-            sources = (
+            sources: list[Select[int | None]] = [
                 # ``nextrun < now`` first: the due index finds the few rows due at all,
                 # where the grace of each row alone would read the whole table.
                 select(table.id)
@@ -135,17 +146,37 @@ class HealthStore:
                 .order_by(table.nextrun)
                 .limit(limit),
                 select(run.periodic_task_id)
-                .where(run.status.in_(NON_FINAL_STATUSES), run.periodic_task_id.is_not(None))
+                .join(table, table.id == run.periodic_task_id)
+                .where(run.status.in_(NON_FINAL_STATUSES), overdue_run)
                 .group_by(run.periodic_task_id)
                 .order_by(waiting_since)
                 .limit(limit),
-                # (An incident whose schedule is gone is in neither: the watchdog closes it.)
-                open_incident.where(~goes_on),
-            )
+                select(Incident.periodic_task_id).where(
+                    Incident.closed_at.is_(None),
+                    Incident.periodic_task_id.is_not(None),
+                    ~settled(),
+                ),
+            ]
+            if ended_since is not None:
+                sources.append(
+                    select(run.periodic_task_id)
+                    .where(
+                        run.status.in_(FINAL_STATUSES),
+                        run.updated_at >= ended_since,
+                        run.periodic_task_id.is_not(None),
+                    )
+                    .group_by(run.periodic_task_id)
+                    .order_by(func.max(run.updated_at).desc())
+                    .limit(limit)
+                )
             troubled = list(
                 session.scalars(
                     select(table.id)
-                    .where(or_(table.failure_streak > 0, table.broken), table.id > troubled_after)
+                    .where(
+                        or_(table.failure_streak > 0, table.broken),
+                        table.id > troubled_after,
+                        ~has_settled_incident(),
+                    )
                     .order_by(table.id)
                     .limit(limit)
                 )
@@ -155,11 +186,8 @@ class HealthStore:
                 {found for source in sources for found in session.scalars(source) if found}
                 | set(troubled)
             )
-            settled = frozenset(
-                found for found in session.scalars(open_incident.where(goes_on)) if found
-            )
             if not ids:
-                return Risks([], following, settled)
+                return Risks([], following)
             columns = [table.__table__.c[name] for name in WATCHED_COLUMNS]
             statement = select(*columns).where(among(session, table.id, ids))
             rows = {row["id"]: row for row in plain_rows(session, statement)}
@@ -168,7 +196,7 @@ class HealthStore:
             AtRisk(columns, seen.runs.get(schedule_id, []), seen.last_started.get(schedule_id))
             for schedule_id, columns in rows.items()
         ]
-        return Risks(found, following, settled)
+        return Risks(found, following)
 
     @contextmanager
     def judging(self) -> Iterator[bool]:

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from bridge.storage import tally
 from bridge.storage.database import Database
 from bridge.storage.models import Incident, PeriodicTask
-from bridge.storage.sql import changed_rows, insert_skipping_on
+from bridge.storage.sql import among, changed_rows, insert_skipping_on
 
 #: The subject of an incident that is no one schedule's.
 SCHEDULER = "scheduler"
@@ -65,9 +65,11 @@ class IncidentStore:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    def open_incidents(self) -> list[OpenIncident]:
-        """The incidents open, as the watchdog judges them at each pass: their columns only
-        (ORM objects of thousands of open incidents cost a pass more than reading them)."""
+    def open_incidents(self, judged: Sequence[int]) -> list[OpenIncident]:
+        """The incidents open that a pass of the watchdog may close or restate: those of the
+        schedules it ``judged``, and those whose trouble their schedule's row does not say
+        goes on (:func:`settled`), the scheduler's among them. Their columns only (ORM
+        objects of thousands of open incidents cost a pass more than reading them)."""
         statement = select(
             Incident.id,
             Incident.kind,
@@ -76,7 +78,9 @@ class IncidentStore:
             Incident.message,
         ).where(Incident.closed_at.is_(None))
         with self.database.session() as session:
-            return [OpenIncident(*row) for row in session.connection().execute(statement)]
+            may_change = or_(~settled(), among(session, Incident.periodic_task_id, judged))
+            found = session.connection().execute(statement.where(may_change))
+            return [OpenIncident(*row) for row in found]
 
     def open(self, openings: Sequence[Opening], now: datetime) -> list[int]:
         """Open these incidents, those not open already; the ids of the ones opened.
@@ -214,6 +218,41 @@ class IncidentStore:
                     or_(Incident.alerted_at.is_(None), Incident.recovery_sent_at.is_not(None)),
                 )
             )
+
+
+def _goes_on() -> ColumnElement[bool]:
+    """An open incident of a schedule (both rows in the statement) goes on whatever the
+    schedule's runs, as its row says: a ``broken`` one while the schedule is broken, a
+    ``failing`` one while it is failing (enabled, with a failure streak) or broken. That
+    is the health rule's verdict in either case: nothing ranks above broken, and the
+    runs of a failing schedule that overrun or are late find it otherwise."""
+    table = PeriodicTask
+    return and_(
+        table.id == Incident.periodic_task_id,
+        Incident.closed_at.is_(None),
+        or_(
+            and_(Incident.kind == "broken", table.broken),
+            and_(
+                Incident.kind == "failing",
+                or_(table.broken, and_(table.enabled, table.failure_streak > 0)),
+            ),
+        ),
+    )
+
+
+def settled() -> ColumnElement[bool]:
+    """Whether an open incident goes on as its schedule's row says (:func:`_goes_on`).
+
+    Until a run of the schedule ends or its row changes, such an incident stays as it
+    is, and the watchdog need not judge the schedule: with tens of thousands of schedules
+    failing, judging every one of them at each pass cost more than all the rest of an
+    idle beat."""
+    return select(PeriodicTask.id).where(_goes_on()).exists()
+
+
+def has_settled_incident() -> ColumnElement[bool]:
+    """Whether a schedule (in the statement) has an open incident that is :func:`settled`."""
+    return select(Incident.id).where(_goes_on()).exists()
 
 
 def open_incident(session: Session, opening: Opening, now: datetime) -> int | None:

@@ -484,19 +484,19 @@ def test_the_watchdog_looks_at_failing_schedules_in_turn_when_there_are_more_tha
     looked: list[list[int]] = []
     after = 0
     for _ in range(4):
-        found, after, _ = store.at_risk(now, 3600.0, 2, after)
+        found, after = store.at_risk(now, 3600.0, 2, after)
         looked.append(sorted(risk.columns["id"] for risk in found))
     assert looked == [ids[0:2], ids[2:4], ids[4:5], ids[0:2]]
 
 
 @on_every_store
-def test_a_failing_incident_goes_on_unjudged_until_its_turn_and_closes_as_its_row_recovers(
+def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_row_recovers(
     api: Bridge, migrated: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Five failing schedules, looks of two. Once each has its incident, a look reads the
-    next two in turn and those whose row says the trouble may be over (one recovered,
-    one paused), not the others, whose incidents stay open; the recovered and the paused
-    ones' incidents close, and a schedule judged in its turn has its message restated."""
+    """Five failing schedules, looks of two. Once each has its incident, a look reads only
+    the schedules whose trouble may have changed: one with a run that ended since the
+    last look (its message restated), and those whose row says the trouble may be over
+    (one recovered, one paused), whose incidents close; the others' stay open, unread."""
     from bridge.beat import watchdog as watchdog_module
     from bridge.storage.health import HealthStore
     from workers.app import app
@@ -508,8 +508,8 @@ def test_a_failing_incident_goes_on_unjudged_until_its_turn_and_closes_as_its_ro
         connection.execute(update(table).where(table.c.id.in_(ids)).values(failure_streak=3))
     watchdog = watchdog_module.Watchdog(app, api.settings, api.database)
     now = datetime.now(UTC)
-    for _ in range(3):  # looks of 2, 2 and 1
-        watchdog.judge(now)
+    for look in range(3):  # looks of 2, 2 and 1
+        watchdog.judge(now + timedelta(seconds=look))
 
     def open_failing() -> dict[int, str]:
         found = rows(
@@ -520,16 +520,47 @@ def test_a_failing_incident_goes_on_unjudged_until_its_turn_and_closes_as_its_ro
         return {row[0]: row[1] for row in found}
 
     assert sorted(open_failing()) == ids
+    store = HealthStore(database_for(migrated))
+    assert store.at_risk(now, 3600.0, 2) == ([], 0), "every incident settled: nothing to read"
+    later = now + timedelta(seconds=3)
+    record(migrated, ids[0], later, "FAILURE")  # what the recorder writes with its streak
     with database_for(migrated).engine.begin() as connection:
-        connection.execute(update(table).where(table.c.id == ids[0]).values(failure_streak=7))
+        connection.execute(update(table).where(table.c.id == ids[0]).values(failure_streak=4))
         connection.execute(update(table).where(table.c.id == ids[3]).values(enabled=False))
         connection.execute(update(table).where(table.c.id == ids[4]).values(failure_streak=0))
-    found, _, settled = HealthStore(database_for(migrated)).at_risk(now, 3600.0, 2)
-    assert sorted(risk.columns["id"] for risk in found) == [ids[0], ids[1], ids[3], ids[4]]
-    assert settled == {ids[0], ids[1], ids[2]}
-    watchdog.judge(now)
+    found, _ = store.at_risk(later, 3600.0, 2, ended_since=later)
+    assert sorted(risk.columns["id"] for risk in found) == [ids[0], ids[3], ids[4]]
+    watchdog.judge(later)
     assert open_failing() == {
-        ids[0]: "its last 7 occurrences failed",
+        ids[0]: "its last 4 occurrences failed",
         ids[1]: "its last 3 occurrences failed",
         ids[2]: "its last 3 occurrences failed",
     }
+
+
+@on_every_store
+def test_the_watchdog_reads_only_the_open_runs_that_may_be_late_or_overrun(
+    api: Bridge, migrated: str
+) -> None:
+    """A run waiting within its grace, or going within its max runtime, cannot make its
+    schedule late or overrun: a look reads only the schedules of the others."""
+    from bridge.storage.health import HealthStore
+
+    now = datetime.now(UTC)
+    hours_ago = now - timedelta(hours=2)
+    ids = {name: add(api, name, max_runtime="1h").id for name in ("going", "overran")}
+    ids |= {name: add(api, name).id for name in ("waiting", "late", "no-limit")}
+    record(migrated, ids["going"], now, "STARTED", started_at=now - timedelta(seconds=10))
+    record(migrated, ids["overran"], hours_ago, "STARTED", started_at=hours_ago)
+    record(migrated, ids["waiting"], now - timedelta(seconds=10), "SENT")
+    record(migrated, ids["late"], hours_ago, "SENT", queued_at=hours_ago)
+    record(migrated, ids["no-limit"], hours_ago, "STARTED", started_at=hours_ago)
+    store = HealthStore(database_for(migrated))
+
+    def looked(default_max_runtime: float) -> set[str]:
+        found, _ = store.at_risk(now, 3600.0, 10, default_max_runtime=default_max_runtime)
+        names = {number: name for name, number in ids.items()}
+        return {names[risk.columns["id"]] for risk in found}
+
+    assert looked(0.0) == {"overran", "late"}
+    assert looked(60.0) == {"overran", "late", "no-limit"}

@@ -346,6 +346,21 @@ def test_a_bad_cron_is_shown_beside_its_field_and_nothing_is_written(site: Site)
     assert site.api.get("/api/v1/schedules/typo").json()["timer"] == "*/5 * * * *"
 
 
+def test_a_policy_emptied_on_the_edit_form_goes_back_to_its_default(site: Site) -> None:
+    site.add("tuned", catchup="all", overlap="allow", backoff="30s,2m", max_attempts=3)
+    page = site.page()
+    page.goto(site.url + "/schedules/tuned/edit")
+    assert page.get_by_label("catchup", exact=True).input_value() == "all"
+    for name in ("catchup", "overlap", "backoff"):
+        page.get_by_label(name, exact=True).fill("")
+    page.get_by_role("button", name="Save").click()
+    page.wait_for_url(re.compile(re.escape(site.url + "/schedules/tuned?done=")))
+    body = site.api.get("/api/v1/schedules/tuned").json()
+    # catch-up back to `latest`, not to `none` (which runs no missed occurrence)
+    assert (body["catchup"], body["overlap"], body["backoff"]) == ("latest", "skip", None)
+    assert body["max_attempts"] == 3
+
+
 #: For each checkbox of a page: the gap from its box to its label's words, and whether
 #: the two share a line.
 CHECKBOX_GAPS = """() => [...document.querySelectorAll("label input[type=checkbox]")].map(box => {

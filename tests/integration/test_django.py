@@ -17,6 +17,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from bridge import Bridge
+from bridge.rules.policy import POLICY_NAMES
 from bridge.storage.database import database_for
 from tests.support import (
     REPO,
@@ -145,7 +146,17 @@ ADD = "/admin/bridge/schedule/add/"
 LIST = "/admin/bridge/schedule/"
 
 
+#: The policy fields as the add form shows them: the choices at their defaults, the rest empty.
+POLICIES = {
+    **dict.fromkeys(POLICY_NAMES, ""),
+    "overlap": "skip",
+    "catchup": "latest",
+    "on_overrun": "none",
+}
+
+
 def form(**fields: str) -> dict[str, str | list[str]]:
+    """What a browser submits: every field of the form, these ones as given."""
     return {
         "name": "nightly",
         "task": "django_site.ping",
@@ -155,6 +166,7 @@ def form(**fields: str) -> dict[str, str | list[str]]:
         "kwargs": "{}",
         "labels": "",
         "queue": "",
+        **POLICIES,
         **fields,
     }
 
@@ -193,6 +205,38 @@ def test_the_admin_changes_schedules_through_the_bridge(site: Site) -> None:
     edited = bridge.get("nightly")
     assert (edited.timer, edited.labels) == ("every 2h", ("reports",))
 
+    # The policies: chosen or typed as the CLI takes them, shown again on the page, refused
+    # beside the field, and set back to their default when emptied.
+    policies = {
+        "overlap": "allow",
+        "catchup": "all",
+        "catchup_window": "2h",
+        "max_attempts": "3",
+        "backoff": "30s,2m",
+        "expires": "10m",
+        "grace": "5m",
+        "on_overrun": "revoke",
+        "max_runtime": "1h",
+    }
+    assert site.post(edit, form(timer="every 2h", labels="reports", **policies)).status_code == 302
+    tuned = bridge.get("nightly")
+    assert (tuned.overlap, tuned.catchup, tuned.catchup_window) == ("allow", "all", 7200.0)
+    assert (tuned.max_attempts, tuned.backoff, tuned.expires) == (3, "30s,2m", "10m")
+    assert (tuned.grace, tuned.on_overrun, tuned.max_runtime) == (300.0, "revoke", 3600.0)
+    page = site.client.get(edit).text
+    assert re.search(r'name="backoff"[^>]*value="30s,2m"', page), page[-3000:]
+    assert re.search(r'<option value="allow" selected>', page), page[-3000:]
+    banana = {**policies, "jitter": "banana"}
+    refused = site.post(edit, form(timer="every 2h", labels="reports", **banana))
+    assert refused.status_code == 200
+    assert "jitter: got &#x27;banana&#x27;, expected" in refused.text, refused.text[-3000:]
+    assert bridge.get("nightly").jitter == 0
+    emptied = {**policies, "catchup_window": "", "backoff": "", "max_attempts": ""}
+    assert site.post(edit, form(timer="every 2h", labels="reports", **emptied)).status_code == 302
+    cleared = bridge.get("nightly")
+    assert (cleared.catchup_window, cleared.backoff, cleared.max_attempts) == (None, None, 1)
+    assert cleared.overlap == "allow"
+
     # Listed, searched and filtered, with the health the Bridge judges.
     listed = site.client.get(LIST, params={"q": "night"})
     assert "nightly" in listed.text and ">new<" in listed.text, listed.text[-3000:]
@@ -220,8 +264,10 @@ def test_the_admin_changes_schedules_through_the_bridge(site: Site) -> None:
     assert run.id in site.client.get("/admin/bridge/run/").text
 
     actions = [(e.actor, e.action) for e in reversed(bridge.audit().items)]
-    assert actions[:4] == [
+    assert actions[:6] == [
         ("django:admin", "create"),
+        ("django:admin", "edit"),
+        ("django:admin", "edit"),
         ("django:admin", "edit"),
         ("django:admin", "pause"),
         ("django:admin", "resume"),

@@ -22,7 +22,10 @@ from bridge.contrib.django.conf import database_url
 from bridge.contrib.django.models import AuditEntry, Incident, Label, Run, Schedule
 from bridge.errors import BridgeError, ValidationError
 from bridge.manage.api import Bridge
+from bridge.manage.fields import POLICY_HELP
+from bridge.manage.forms import policy_fields, policy_values
 from bridge.rules.paging import PAGE_MAX
+from bridge.rules.policy import POLICY_NAMES, Policies
 from bridge.rules.values import json_or_text
 
 #: The most schedules the health filter lists: the names of the schedules in a state are
@@ -85,20 +88,44 @@ class LabelFilter(admin.SimpleListFilter):
         return queryset.filter(id__in=Label.objects.filter(label=label).values("schedule_id"))
 
 
+def _policy_field(name: str) -> forms.Field:
+    """A policy's form field: a choice of its values when it has a few (overlap, catch-up,
+    on overrun), else text as the CLI takes it; its help says what each does."""
+    metavar, help_text = POLICY_HELP[name]
+    label = name.replace("_", " ")
+    if metavar.islower():
+        default = Policies().to_json()[name]
+        choices = [(choice, choice) for choice in metavar.split("|")]
+        return forms.ChoiceField(choices=choices, initial=default, label=label, help_text=help_text)
+    return forms.CharField(required=False, label=label, help_text=f"{metavar}. {help_text}")
+
+
 class ScheduleForm(forms.ModelForm):
-    """A schedule's definition, handed to :meth:`Bridge.add` or :meth:`Bridge.edit` when the
-    form is cleaned: what the Bridge refuses becomes the error of the field it names."""
+    """A schedule's definition and policies, handed to :meth:`Bridge.add` or
+    :meth:`Bridge.edit` when the form is cleaned: what the Bridge refuses becomes the error
+    of the field it names."""
 
     labels = forms.CharField(required=False, help_text="Comma-separated.")
     queue = forms.CharField(required=False, help_text="The queue its runs go to.")
 
-    #: Set by :meth:`ScheduleAdmin.get_form` for the request.
+    #: Set by :meth:`ScheduleAdmin.get_form` for the request: the Bridge, and the schedule
+    #: edited as the Bridge reads it (None: one is added).
     bridge: Bridge
+    judged: Any = None
     saved: Any = None
 
     class Meta:
         model = Schedule
         fields = ("name", "task", "timer", "timezone", "args", "kwargs")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.judged is not None:
+            self.initial.update(
+                labels=", ".join(self.judged.labels),
+                queue=_queue_of(self.judged.options),
+                **policy_values(self.judged),
+            )
 
     def clean(self) -> dict[str, Any]:
         data: dict[str, Any] = super().clean() or {}
@@ -112,6 +139,10 @@ class ScheduleForm(forms.ModelForm):
             "kwargs": data["kwargs"] or "{}",
             "queue": data.get("queue") or None,
             "labels": [part.strip() for part in data.get("labels", "").split(",") if part.strip()],
+            **policy_fields(
+                {name: data.get(name) or "" for name in POLICY_NAMES},
+                editing=self.instance.pk is not None,
+            ),
         }
         try:
             if self.instance.pk is None:
@@ -129,6 +160,11 @@ class ScheduleForm(forms.ModelForm):
 
     def _post_clean(self) -> None:
         """The Bridge validates; Django's model checks would ask for the columns it fills."""
+
+
+# Declared after the class, one per policy: the forms ModelAdmin makes from it take them.
+ScheduleForm.declared_fields.update({name: _policy_field(name) for name in POLICY_NAMES})
+ScheduleForm.base_fields.update(ScheduleForm.declared_fields)
 
 
 def _each(
@@ -172,6 +208,12 @@ class ScheduleAdmin(admin.ModelAdmin):
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         return ("name", "next_runs") if obj is not None else ()
 
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        """The definition, then the policies, each with a sentence saying what it does."""
+        definition: tuple[str, ...] = ("name", "task", "timer", "timezone", "args", "kwargs")
+        definition += ("queue", "labels") if obj is None else ("queue", "labels", "next_runs")
+        return ((None, {"fields": definition}), ("Policies", {"fields": POLICY_NAMES}))
+
     @admin.display(description="next runs")
     def next_runs(self, obj: Any) -> str:
         """The next five runs beat will send, in UTC, as ``bridge next`` forecasts them."""
@@ -186,10 +228,7 @@ class ScheduleAdmin(admin.ModelAdmin):
     ) -> Any:
         form = super().get_form(request, obj, change=change, **kwargs)
         form.bridge = _bridge(request)
-        if obj is not None:
-            judged = form.bridge.get(obj.name)
-            form.base_fields["labels"].initial = ", ".join(judged.labels)
-            form.base_fields["queue"].initial = _queue_of(judged.options)
+        form.judged = None if obj is None else form.bridge.get(obj.name)
         return form
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:

@@ -44,6 +44,7 @@ from bridge.errors import (
 )
 from bridge.manage.api import STATE_FILTERS, Bridge, Run, Schedule, Status
 from bridge.manage.fields import DEFINITION_HELP, POLICY_HELP
+from bridge.manage.forms import policy_fields, policy_values
 from bridge.manage.web.answers import JSONAnswer
 from bridge.manage.web.reading import SharedReading
 from bridge.manage.web.security import (
@@ -632,25 +633,17 @@ def _values_of(schedule: Schedule) -> dict[str, str]:
         "options": schedule.options,
         "labels": ",".join(schedule.labels),
         "queue": "",
+        **policy_values(schedule),
     }
-    try:
-        for key, value in Policies.from_columns(schedule).to_json().items():
-            values[key] = "" if value is None else str(value)
-    except ValueError:
-        pass
     return values
 
 
 def _form_fields(form: dict[str, str], creating: bool) -> dict[str, Any]:
     """What a submitted form asks for, as the API takes it: an empty field is left out
-    (a policy field emptied on edit goes back to its default with 'none')."""
-    fields: dict[str, Any] = {}
-    for key in (*FORM_FIELDS, *POLICY_NAMES):
-        value = form.get(key, "").strip()
-        if value:
-            fields[key] = value
-        elif not creating and key in POLICY_NAMES and key in form:
-            fields[key] = "none"
+    (a policy field emptied on edit goes back to its default: :func:`policy_fields`)."""
+    typed = {key: form.get(key, "").strip() for key in FORM_FIELDS}
+    fields: dict[str, Any] = {key: value for key, value in typed.items() if value}
+    fields.update(policy_fields(form, editing=not creating))
     if creating:
         fields["name"] = form.get("name", "")
         fields["enabled"] = form.get("enabled") == "on"

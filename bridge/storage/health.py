@@ -173,7 +173,8 @@ class HealthStore:
                 session.scalars(
                     select(table.id)
                     .where(
-                        or_(table.failure_streak > 0, table.broken),
+                        or_(table.failure_streak > 0, table.broken),  # the partial index
+                        or_(table.broken, table.enabled),  # a paused one is not failing
                         table.id > troubled_after,
                         ~has_settled_incident(),
                     )

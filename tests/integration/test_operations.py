@@ -522,6 +522,12 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
     assert sorted(open_failing()) == ids
     store = HealthStore(database_for(migrated))
     assert store.at_risk(now, 3600.0, 2) == ([], 0), "every incident settled: nothing to read"
+    paused = add(api, "paused-failing").id  # paused, not failing: never an incident
+    with database_for(migrated).engine.begin() as connection:
+        connection.execute(
+            update(table).where(table.c.id == paused).values(failure_streak=2, enabled=False)
+        )
+    assert store.at_risk(now, 3600.0, 2) == ([], 0), "a paused schedule is not failing"
     later = now + timedelta(seconds=3)
     record(migrated, ids[0], later, "FAILURE")  # what the recorder writes with its streak
     with database_for(migrated).engine.begin() as connection:

@@ -3,7 +3,7 @@
 A daemon thread in every beat process, apart from the tick, so that its
 reads never delay a fire. Every ``bridge_watchdog_interval`` it
 
-1. judges the schedules that may be in trouble (:meth:`IncidentStore.at_risk`)
+1. judges the schedules whose trouble may have changed (:meth:`HealthStore.at_risk`)
    with :func:`~bridge.rules.health.health_of`, opens an incident for each
    one late, overrunning, failing or broken, and closes those whose trouble
    is over; the scheduler's "no beat" incident is closed, since this beat
@@ -99,8 +99,8 @@ LASTS_THROUGH = {
     Health.FAILING.value: frozenset({Health.FAILING, Health.BROKEN}),
 }
 #: Incidents whose message counts what grows while they are open ("its last 5
-#: occurrences failed"): restated when their schedule is judged (at each pass, or in its
-#: turn with more than :data:`AT_RISK_LIMIT` failing), so that it never says 1 after five.
+#: occurrences failed"): restated when their schedule is judged (the pass after one of its
+#: runs ends, which is what grows the count), so that it never says 1 after five.
 RESTATED = frozenset({Health.FAILING})
 
 

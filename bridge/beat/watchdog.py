@@ -43,7 +43,7 @@ from bridge.rules.retention import Limits, slice_of
 from bridge.rules.turns import Turns, pause_after
 from bridge.storage.beat import BeatStore
 from bridge.storage.database import Database, DatabaseError, error_reason
-from bridge.storage.health import AtRisk, HealthStore
+from bridge.storage.health import AtRisk, Cursors, HealthStore
 from bridge.storage.incidents import IncidentStore, Opening
 from bridge.storage.retention import BATCH, Cursor, Flagged, Retention
 
@@ -137,10 +137,9 @@ class Watchdog:
         #: The pause before the next pass, in seconds: the interval, or longer while judging
         #: costs more than its share.
         self._pause = settings.watchdog_interval
-        #: Where the next look at the failing and broken schedules starts (by id).
-        self._troubled_after = 0
-        #: When this watchdog last judged: the schedules with a run ended since are judged.
-        self._judged_at: datetime | None = None
+        #: Where the next look goes on from (the first one reads no ended run: a slow
+        #: round over the failing schedules catches what ended while no beat judged).
+        self._cursors = Cursors()
 
     def start(self) -> None:
         self._thread.start()
@@ -197,17 +196,15 @@ class Watchdog:
     # -- 1. judge ---------------------------------------------------------------------------
 
     def judge(self, now: datetime) -> None:
-        ended_since = None if self._judged_at is None else self._judged_at - ENDED_SLACK
         settings = self.settings
-        at_risk, self._troubled_after = self.health.at_risk(
+        at_risk, following = self.health.at_risk(
             now,
             settings.default_grace,
-            AT_RISK_LIMIT,
-            self._troubled_after,
-            ended_since,
             settings.default_max_runtime,
+            AT_RISK_LIMIT,
+            self._cursors,
+            ENDED_SLACK,
         )
-        self._judged_at = now
         states = {risk.columns["id"]: (risk, self.state_of(risk, now)) for risk in at_risk}
         troubled = {
             (state.health.value, schedule_id)
@@ -253,6 +250,7 @@ class Watchdog:
         for risk, state in states.values():
             if state.health is Health.OVERRUN:
                 self._act_on_overrun(risk, state)
+        self._cursors = following  # only now: a pass that failed is looked at again
 
     def state_of(self, risk: AtRisk, now: datetime) -> State:
         """A schedule's health, its own limits falling back on the app's."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from sqlalchemy import Select, and_, case, func, or_, select, text
@@ -20,7 +20,7 @@ from sqlalchemy import Select, and_, case, func, or_, select, text
 from bridge.rules.health import HELD_BY_WORKER, Health, OpenRunView, worst
 from bridge.rules.kinds import FINAL_STATUSES, NON_FINAL_STATUSES
 from bridge.storage.database import Database
-from bridge.storage.incidents import has_settled_incident, settled
+from bridge.storage.incidents import has_incident_of_its_state, settled
 from bridge.storage.models import BeatInstance, Incident, PeriodicTask, TaskExecution
 from bridge.storage.runs import RunsSeen, runs_seen
 from bridge.storage.schedules import finished_rows
@@ -68,12 +68,26 @@ class AtRisk:
     last_started: datetime | None
 
 
+@dataclass(frozen=True)
+class Cursors:
+    """Where the watchdog's looks go on from: each kind of schedule read a look at a time
+    resumes after the last one read, so that with more of them than a look takes, the
+    looks go round them all rather than read the same ones each time."""
+
+    #: The failing and broken schedules without their incident: after this id (0: first).
+    troubled_after: int = 0
+    #: Those with their incident open (settled), in a slower round: after this id.
+    settled_after: int = 0
+    #: The runs that ended: at this time or later (None: none read, as a beat starts).
+    ended_since: datetime | None = None
+
+
 class Risks(NamedTuple):
     """What one look of the watchdog reads: see :meth:`HealthStore.at_risk`."""
 
     found: list[AtRisk]
-    #: Where the next look at the failing and broken schedules starts (by id; 0: the first).
-    following: int
+    #: Where the next look goes on from.
+    cursors: Cursors
 
 
 class HealthStore:
@@ -90,29 +104,34 @@ class HealthStore:
         self,
         now: datetime,
         default_grace: float,
+        default_max_runtime: float,
         limit: int,
-        troubled_after: int = 0,
-        ended_since: datetime | None = None,
-        default_max_runtime: float = 0.0,
+        cursors: Cursors = Cursors(),
+        ended_slack: timedelta = timedelta(0),
     ) -> Risks:
-        """The schedules that may be in trouble, at most ``limit`` of each kind, the most
-        pressing first: those overdue by their grace (the most overdue first), those
-        with an open run waiting longer than their grace or running longer than their
-        max runtime (``default_max_runtime`` for those with none of their own; 0: no
-        limit), the one waiting or running longest first, those with a run
-        that ended at ``ended_since`` or later (a failure streak grown, a late run
-        started), the failing and broken ones with no settled incident (a partial index)
-        by id after ``troubled_after``, and those with an open incident that is not
-        settled (to close it).
+        """The schedules whose trouble may have changed, at most ``limit`` of each kind, the
+        most pressing first:
 
-        Also the ``troubled_after`` of the next look: the last failing or broken one
-        read, or 0 once they are all read, so that with more than ``limit`` of them the
-        looks go round them all rather than judge the same ones each time.
+        - those overdue by their grace (the most overdue first);
+        - those with an open run waiting longer than their grace or going longer than
+          their max runtime (``default_max_runtime`` for those with none of their own;
+          0: no limit), the one waiting or going longest first;
+        - those with a run that became final at ``cursors.ended_since`` or later, the
+          earliest first (a failure streak grown, a run expired);
+        - the failing and broken ones without the incident of their state (a partial
+          index), by id after ``cursors.troubled_after``;
+        - a tenth as many of those with it, by id after ``cursors.settled_after``: a
+          slow round that restates and checks them whatever the look at ended runs
+          missed (a worker's clock behind, a beat that was down);
+        - those with an open incident that is not
+          :func:`~bridge.storage.incidents.settled` (to close it when it is over).
 
-        A failing or broken schedule whose incident is
-        :func:`~bridge.storage.incidents.settled` (its row says the trouble goes on) is
-        read only when one of its runs ends or is open, or when it is overdue: nothing
-        else changes what it is judged."""
+        A failing or broken schedule whose incident is settled (its row says the trouble
+        goes on) is otherwise read only when one of its runs ends or is overdue, or when
+        it is overdue itself: nothing else changes what it is judged. Also the cursors
+        of the next look: the ended runs from the last one read when the look read as
+        many as it takes, else from ``now - ended_slack`` (room for a transaction that
+        wrote an earlier time but committed after this look)."""
         table, run = PeriodicTask, TaskExecution
         waiting_since = func.min(func.coalesce(run.started_at, run.queued_at, run.plan_time))
         with self.database.session() as session:
@@ -157,42 +176,50 @@ class HealthStore:
                     ~settled(),
                 ),
             ]
-            if ended_since is not None:
-                sources.append(
-                    select(run.periodic_task_id)
+            ids = {found for source in sources for found in session.scalars(source) if found}
+            ended_since = now - ended_slack
+            if cursors.ended_since is not None:
+                ended = session.execute(
+                    select(run.periodic_task_id, func.max(run.updated_at))
                     .where(
                         run.status.in_(FINAL_STATUSES),
-                        run.updated_at >= ended_since,
+                        run.updated_at >= cursors.ended_since,
                         run.periodic_task_id.is_not(None),
                     )
                     .group_by(run.periodic_task_id)
-                    .order_by(func.max(run.updated_at).desc())
+                    .order_by(func.max(run.updated_at))
                     .limit(limit)
-                )
-            troubled = list(
-                session.scalars(
-                    select(table.id)
-                    .where(
-                        or_(table.failure_streak > 0, table.broken),  # the partial index
-                        or_(table.broken, table.enabled),  # a paused one is not failing
-                        table.id > troubled_after,
-                        ~has_settled_incident(),
+                ).all()
+                ids |= {schedule_id for schedule_id, _ in ended if schedule_id}
+                if len(ended) == limit:
+                    ended_since = ended[-1][1]
+            in_trouble = (
+                or_(table.failure_streak > 0, table.broken),  # the partial index
+                or_(table.broken, table.enabled),  # a paused one is not failing
+            )
+
+            def turn(after: int, settled: bool, size: int) -> tuple[list[int], int]:
+                has = has_incident_of_its_state()
+                found = list(
+                    session.scalars(
+                        select(table.id)
+                        .where(*in_trouble, table.id > after, has if settled else ~has)
+                        .order_by(table.id)
+                        .limit(size)
                     )
-                    .order_by(table.id)
-                    .limit(limit)
                 )
-            )
-            following = troubled[-1] if len(troubled) == limit else 0
-            ids = sorted(
-                {found for source in sources for found in session.scalars(source) if found}
-                | set(troubled)
-            )
+                return found, found[-1] if len(found) == size else 0
+
+            troubled, troubled_after = turn(cursors.troubled_after, False, limit)
+            round_, settled_after = turn(cursors.settled_after, True, max(1, limit // 10))
+            ids |= {*troubled, *round_}
+            following = Cursors(troubled_after, settled_after, ended_since)
             if not ids:
                 return Risks([], following)
             columns = [table.__table__.c[name] for name in WATCHED_COLUMNS]
-            statement = select(*columns).where(among(session, table.id, ids))
+            statement = select(*columns).where(among(session, table.id, sorted(ids)))
             rows = {row["id"]: row for row in plain_rows(session, statement)}
-            seen = runs_seen(session, ids, now)
+            seen = runs_seen(session, sorted(ids), now)
         found = [
             AtRisk(columns, seen.runs.get(schedule_id, []), seen.last_started.get(schedule_id))
             for schedule_id, columns in rows.items()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, Insert, and_, delete, or_, select, tuple_, update
+from sqlalchemy import ColumnElement, Insert, and_, case, delete, or_, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from bridge.storage import tally
@@ -250,9 +250,14 @@ def settled() -> ColumnElement[bool]:
     return select(PeriodicTask.id).where(_goes_on()).exists()
 
 
-def has_settled_incident() -> ColumnElement[bool]:
-    """Whether a schedule (in the statement) has an open incident that is :func:`settled`."""
-    return select(Incident.id).where(_goes_on()).exists()
+def has_incident_of_its_state() -> ColumnElement[bool]:
+    """Whether a failing or broken schedule (in the statement) has the open incident of its
+    state, one that is :func:`settled`: a ``broken`` one when it is broken (a schedule
+    whose ``failing`` incident is open when its breaker trips still needs its ``broken``
+    one), else a ``failing`` one."""
+    table = PeriodicTask
+    kind = case((table.broken, "broken"), else_="failing")
+    return select(Incident.id).where(_goes_on(), Incident.kind == kind).exists()
 
 
 def open_incident(session: Session, opening: Opening, now: datetime) -> int | None:

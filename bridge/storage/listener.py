@@ -10,7 +10,7 @@ SQLite has no notifications: there beat sleeps for the poll interval at most.
 from __future__ import annotations
 
 import logging
-import select
+import selectors
 import time
 
 import psycopg
@@ -54,7 +54,9 @@ class ChangeListener:
             # Wait on the socket here: psycopg's own wait wakes every 0.1 s (to let Ctrl-C
             # in), ten times a second of Python for a beat at rest. Every notification is
             # consumed below, so none waits in the driver's buffer while this sleeps.
-            readable, _, _ = select.select([connection.fileno()], [], [], max(timeout, 0.0))
+            with selectors.DefaultSelector() as selector:  # any descriptor, not below 1024
+                selector.register(connection.fileno(), selectors.EVENT_READ)
+                readable = selector.select(max(timeout, 0.0))
             return bool(readable) and bool(list(connection.notifies(timeout=0.0)))
         except (psycopg.Error, DBAPIError) as exc:  # DBAPIError: from the engine's connect
             logger.debug("bridge: change listener lost its connection: %s", exc)

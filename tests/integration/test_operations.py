@@ -20,6 +20,7 @@ from bridge.manage.bulk import export_schedules, import_schedules
 from bridge.rules.kinds import RunStatus
 from bridge.rules.records import OPEN, Change
 from bridge.storage.database import database_for
+from bridge.storage.health import Cursors
 from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution
 from bridge.storage.records import RecordStore
 from tests.support import on_every_store, rows
@@ -482,9 +483,9 @@ def test_the_watchdog_looks_at_failing_schedules_in_turn_when_there_are_more_tha
     store = HealthStore(database_for(migrated))
     now = datetime.now(UTC)
     looked: list[list[int]] = []
-    after = 0
+    cursors = Cursors()
     for _ in range(4):
-        found, after = store.at_risk(now, 3600.0, 2, after)
+        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors)
         looked.append(sorted(risk.columns["id"] for risk in found))
     assert looked == [ids[0:2], ids[2:4], ids[4:5], ids[0:2]]
 
@@ -495,8 +496,9 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
 ) -> None:
     """Five failing schedules, looks of two. Once each has its incident, a look reads only
     the schedules whose trouble may have changed: one with a run that ended since the
-    last look (its message restated), and those whose row says the trouble may be over
-    (one recovered, one paused), whose incidents close; the others' stay open, unread."""
+    last look (its message restated), those whose row says the trouble may be over (one
+    recovered, one paused), whose incidents close, and one whose breaker tripped, which
+    gets its `broken` incident; the others' stay open, read a tenth as often in turn."""
     from bridge.beat import watchdog as watchdog_module
     from bridge.storage.health import HealthStore
     from workers.app import app
@@ -511,36 +513,44 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
     for look in range(3):  # looks of 2, 2 and 1
         watchdog.judge(now + timedelta(seconds=look))
 
-    def open_failing() -> dict[int, str]:
+    def open_incidents() -> dict[tuple[int, str], str]:
         found = rows(
             migrated,
-            "SELECT periodic_task_id, message FROM incident"
-            " WHERE closed_at IS NULL AND kind = 'failing'",
+            "SELECT periodic_task_id, kind, message FROM incident WHERE closed_at IS NULL",
         )
-        return {row[0]: row[1] for row in found}
+        return {(row[0], row[1]): row[2] for row in found}
 
-    assert sorted(open_failing()) == ids
-    store = HealthStore(database_for(migrated))
-    assert store.at_risk(now, 3600.0, 2) == ([], 0), "every incident settled: nothing to read"
+    assert sorted(open_incidents()) == [(number, "failing") for number in ids]
     paused = add(api, "paused-failing").id  # paused, not failing: never an incident
     with database_for(migrated).engine.begin() as connection:
         connection.execute(
             update(table).where(table.c.id == paused).values(failure_streak=2, enabled=False)
         )
-    assert store.at_risk(now, 3600.0, 2) == ([], 0), "a paused schedule is not failing"
+    store = HealthStore(database_for(migrated))
+    cursors, rounds = Cursors(), []
+    for _ in range(7):  # every incident settled: one schedule a look (a tenth of 2, at least 1)
+        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors)
+        rounds.append([risk.columns["id"] for risk in found])
+    assert rounds == [[ids[0]], [ids[1]], [ids[2]], [ids[3]], [ids[4]], [], [ids[0]]]
+
     later = now + timedelta(seconds=3)
     record(migrated, ids[0], later, "FAILURE")  # what the recorder writes with its streak
     with database_for(migrated).engine.begin() as connection:
         connection.execute(update(table).where(table.c.id == ids[0]).values(failure_streak=4))
+        connection.execute(
+            update(table).where(table.c.id == ids[1]).values(broken=True, enabled=False)
+        )
         connection.execute(update(table).where(table.c.id == ids[3]).values(enabled=False))
         connection.execute(update(table).where(table.c.id == ids[4]).values(failure_streak=0))
-    found, _ = store.at_risk(later, 3600.0, 2, ended_since=later)
-    assert sorted(risk.columns["id"] for risk in found) == [ids[0], ids[3], ids[4]]
+    after_round = Cursors(settled_after=ids[4], ended_since=later)
+    found, _ = store.at_risk(later, 3600.0, 0.0, 2, after_round)
+    assert sorted(risk.columns["id"] for risk in found) == [ids[0], ids[1], ids[3], ids[4]]
     watchdog.judge(later)
-    assert open_failing() == {
-        ids[0]: "its last 4 occurrences failed",
-        ids[1]: "its last 3 occurrences failed",
-        ids[2]: "its last 3 occurrences failed",
+    assert open_incidents() == {
+        (ids[0], "failing"): "its last 4 occurrences failed",
+        (ids[1], "failing"): "its last 3 occurrences failed",  # lasts through broken
+        (ids[1], "broken"): "the breaker disabled it",
+        (ids[2], "failing"): "its last 3 occurrences failed",
     }
 
 
@@ -555,18 +565,23 @@ def test_the_watchdog_reads_only_the_open_runs_that_may_be_late_or_overrun(
     now = datetime.now(UTC)
     hours_ago = now - timedelta(hours=2)
     ids = {name: add(api, name, max_runtime="1h").id for name in ("going", "overran")}
-    ids |= {name: add(api, name).id for name in ("waiting", "late", "no-limit")}
+    ids |= {name: add(api, name).id for name in ("waiting", "late", "no-limit", "zero")}
+    with database_for(migrated).engine.begin() as connection:  # 0 as stored by hand: no limit
+        connection.execute(
+            update(PeriodicTask).where(PeriodicTask.id == ids["zero"]).values(max_runtime=0)
+        )
     record(migrated, ids["going"], now, "STARTED", started_at=now - timedelta(seconds=10))
     record(migrated, ids["overran"], hours_ago, "STARTED", started_at=hours_ago)
     record(migrated, ids["waiting"], now - timedelta(seconds=10), "SENT")
     record(migrated, ids["late"], hours_ago, "SENT", queued_at=hours_ago)
     record(migrated, ids["no-limit"], hours_ago, "STARTED", started_at=hours_ago)
+    record(migrated, ids["zero"], hours_ago, "STARTED", started_at=hours_ago)
     store = HealthStore(database_for(migrated))
 
     def looked(default_max_runtime: float) -> set[str]:
-        found, _ = store.at_risk(now, 3600.0, 10, default_max_runtime=default_max_runtime)
+        found, _ = store.at_risk(now, 3600.0, default_max_runtime, 10)
         names = {number: name for name, number in ids.items()}
         return {names[risk.columns["id"]] for risk in found}
 
     assert looked(0.0) == {"overran", "late"}
-    assert looked(60.0) == {"overran", "late", "no-limit"}
+    assert looked(60.0) == {"overran", "late", "no-limit", "zero"}

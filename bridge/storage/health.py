@@ -120,8 +120,8 @@ class HealthStore:
           earliest first (a failure streak grown, a run expired);
         - the failing and broken ones without the incident of their state (a partial
           index), by id after ``cursors.troubled_after``;
-        - a tenth as many of those with it, by id after ``cursors.settled_after``: a
-          slow round that restates and checks them whatever the look at ended runs
+        - a hundredth as many of those with it, by id after ``cursors.settled_after``:
+          a slow round that restates and checks them whatever the look at ended runs
           missed (a worker's clock behind, a beat that was down);
         - those with an open incident that is not
           :func:`~bridge.storage.incidents.settled` (to close it when it is over).
@@ -192,7 +192,12 @@ class HealthStore:
                 ).all()
                 ids |= {schedule_id for schedule_id, _ in ended if schedule_id}
                 if len(ended) == limit:
-                    ended_since = ended[-1][1]
+                    # Past a look's worth of runs that ended at one instant (a sweep marks
+                    # a thousand lost in one statement), rather than read them again and
+                    # again: the slow round catches any left among them.
+                    last = ended[-1][1]
+                    stuck = last <= cursors.ended_since
+                    ended_since = last + timedelta(microseconds=1) if stuck else last
             in_trouble = (
                 or_(table.failure_streak > 0, table.broken),  # the partial index
                 or_(table.broken, table.enabled),  # a paused one is not failing
@@ -211,7 +216,7 @@ class HealthStore:
                 return found, found[-1] if len(found) == size else 0
 
             troubled, troubled_after = turn(cursors.troubled_after, False, limit)
-            round_, settled_after = turn(cursors.settled_after, True, max(1, limit // 10))
+            round_, settled_after = turn(cursors.settled_after, True, max(1, limit // 100))
             ids |= {*troubled, *round_}
             following = Cursors(troubled_after, settled_after, ended_since)
             if not ids:

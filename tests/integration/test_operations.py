@@ -498,7 +498,7 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
     the schedules whose trouble may have changed: one with a run that ended since the
     last look (its message restated), those whose row says the trouble may be over (one
     recovered, one paused), whose incidents close, and one whose breaker tripped, which
-    gets its `broken` incident; the others' stay open, read a tenth as often in turn."""
+    gets its `broken` incident; the others' stay open, read in a slow round."""
     from bridge.beat import watchdog as watchdog_module
     from bridge.storage.health import HealthStore
     from workers.app import app
@@ -528,7 +528,7 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
         )
     store = HealthStore(database_for(migrated))
     cursors, rounds = Cursors(), []
-    for _ in range(7):  # every incident settled: one schedule a look (a tenth of 2, at least 1)
+    for _ in range(7):  # every incident settled: one a look (a hundredth of 2, at least 1)
         found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors)
         rounds.append([risk.columns["id"] for risk in found])
     assert rounds == [[ids[0]], [ids[1]], [ids[2]], [ids[3]], [ids[4]], [], [ids[0]]]
@@ -585,3 +585,25 @@ def test_the_watchdog_reads_only_the_open_runs_that_may_be_late_or_overrun(
 
     assert looked(0.0) == {"overran", "late"}
     assert looked(60.0) == {"overran", "late", "no-limit", "zero"}
+
+
+@on_every_store
+def test_the_look_at_ended_runs_gets_past_more_runs_ended_at_one_instant_than_it_takes(
+    api: Bridge, migrated: str
+) -> None:
+    """Three runs that ended at one instant (a sweep marks many lost in one statement),
+    looks of two: the look after a full one goes on from that instant, and the next one
+    past it, rather than read the same two at every pass."""
+    from bridge.storage.health import HealthStore
+
+    now = datetime.now(UTC)
+    instant = now - timedelta(hours=1)
+    for name in ("a", "b", "c"):
+        record(migrated, add(api, name).id, instant, "FAILURE")
+    store = HealthStore(database_for(migrated))
+    cursors, counts = Cursors(ended_since=instant - timedelta(seconds=1)), []
+    for _ in range(3):
+        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors, timedelta(seconds=10))
+        counts.append(len(found))
+    assert counts == [2, 2, 0]
+    assert cursors.ended_since is not None and cursors.ended_since > instant

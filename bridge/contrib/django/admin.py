@@ -96,7 +96,11 @@ def _policy_field(name: str) -> forms.Field:
     if metavar.islower():
         default = Policies().to_json()[name]
         choices = [(choice, choice) for choice in metavar.split("|")]
-        return forms.ChoiceField(choices=choices, initial=default, label=label, help_text=help_text)
+        # Not required: a form posted without it (by a script) gives a new schedule the
+        # policy's default, as an empty text field does.
+        return forms.ChoiceField(
+            choices=choices, initial=default, required=False, label=label, help_text=help_text
+        )
     return forms.CharField(required=False, label=label, help_text=f"{metavar}. {help_text}")
 
 

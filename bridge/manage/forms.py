@@ -15,8 +15,8 @@ from typing import Any
 
 from bridge.rules.policy import POLICY_NAMES, Policies
 
-#: Each policy as a form sends it to go back to its default: an optional one cleared.
-_DEFAULTS = {
+#: Each policy's default as a form shows and sends it: an optional one as ``none``.
+POLICY_DEFAULTS = {
     key: "none" if value is None else str(value) for key, value in Policies().to_json().items()
 }
 
@@ -41,5 +41,5 @@ def policy_fields(form: Mapping[str, str], editing: bool) -> dict[str, str]:
         if value:
             fields[key] = value
         elif editing and key in form:
-            fields[key] = _DEFAULTS[key]
+            fields[key] = POLICY_DEFAULTS[key]
     return fields

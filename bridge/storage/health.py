@@ -221,10 +221,11 @@ class HealthStore:
             following = Cursors(troubled_after, settled_after, ended_since)
             if not ids:
                 return Risks([], following)
+            ordered = sorted(ids)
             columns = [table.__table__.c[name] for name in WATCHED_COLUMNS]
-            statement = select(*columns).where(among(session, table.id, sorted(ids)))
+            statement = select(*columns).where(among(session, table.id, ordered))
             rows = {row["id"]: row for row in plain_rows(session, statement)}
-            seen = runs_seen(session, sorted(ids), now)
+            seen = runs_seen(session, ordered, now)
         found = [
             AtRisk(columns, seen.runs.get(schedule_id, []), seen.last_started.get(schedule_id))
             for schedule_id, columns in rows.items()

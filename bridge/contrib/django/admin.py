@@ -23,9 +23,9 @@ from bridge.contrib.django.models import AuditEntry, Incident, Label, Run, Sched
 from bridge.errors import BridgeError, ValidationError
 from bridge.manage.api import Bridge
 from bridge.manage.fields import POLICY_HELP
-from bridge.manage.forms import policy_fields, policy_values
+from bridge.manage.forms import POLICY_DEFAULTS, policy_fields, policy_values
 from bridge.rules.paging import PAGE_MAX
-from bridge.rules.policy import POLICY_NAMES, Policies
+from bridge.rules.policy import POLICY_NAMES
 from bridge.rules.values import json_or_text
 
 #: The most schedules the health filter lists: the names of the schedules in a state are
@@ -94,12 +94,15 @@ def _policy_field(name: str) -> forms.Field:
     metavar, help_text = POLICY_HELP[name]
     label = name.replace("_", " ")
     if metavar.islower():
-        default = Policies().to_json()[name]
         choices = [(choice, choice) for choice in metavar.split("|")]
         # Not required: a form posted without it (by a script) gives a new schedule the
         # policy's default, as an empty text field does.
         return forms.ChoiceField(
-            choices=choices, initial=default, required=False, label=label, help_text=help_text
+            choices=choices,
+            initial=POLICY_DEFAULTS[name],
+            required=False,
+            label=label,
+            help_text=help_text,
         )
     return forms.CharField(required=False, label=label, help_text=f"{metavar}. {help_text}")
 

@@ -624,7 +624,7 @@ def _only(form: dict[str, str], fields: Sequence[str]) -> None:
 
 def _values_of(schedule: Schedule) -> dict[str, str]:
     """A schedule's fields as the form shows them: as one would type them."""
-    values = {
+    return {
         "task": schedule.task,
         "timer": schedule.timer,
         "timezone": schedule.timezone,
@@ -635,7 +635,6 @@ def _values_of(schedule: Schedule) -> dict[str, str]:
         "queue": "",
         **policy_values(schedule),
     }
-    return values
 
 
 def _form_fields(form: dict[str, str], creating: bool) -> dict[str, Any]:

@@ -44,7 +44,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from bench.harness import postgres_database
+from bench.harness import server_database
 
 REPO = Path(__file__).resolve().parent.parent
 CELERY = [sys.executable, "-m", "celery", "-A", "workers.app", "bridge"]
@@ -146,7 +146,7 @@ def database(kind: str, workdir: Path) -> Iterator[str]:
         for leftover in workdir.glob(path.name + "*"):
             leftover.unlink()
         return
-    with postgres_database(PG_ADMIN_URL, "bridge_bulk_") as url:
+    with server_database(PG_ADMIN_URL, "bridge_bulk_") as url:
         yield url
 
 

@@ -4,7 +4,8 @@ For each size N (1,000 and 10,000 by default), in one run:
 
 1. **Raw ceiling.** One process waits for a due instant, then publishes N
    messages with a plain ``app.send_task`` loop (``bench/beat_app.py``).
-2. **Bridge.** A fresh PostgreSQL database ``bridge_burst_<random>``, migrated
+2. **Bridge.** A fresh PostgreSQL database ``bridge_burst_<random>`` (MariaDB or
+   MySQL with ``--db mariadb``), migrated
    with ``celery bridge migrate``; ``--beats`` (1) ``celery beat -S bridge``
    processes started on it; then N schedules ``every 1h`` anchored on a due
    instant a whole second ahead, written to a JSON Lines file and loaded with
@@ -21,6 +22,7 @@ the publisher spent from the due instant to the end of the burst.
     .venv/bin/python -m bench.burst                       # 1,000 and 10,000
     .venv/bin/python -m bench.burst --sizes 100000 --beats 2
     .venv/bin/python -m bench.burst --broker rabbitmq       # the same on RabbitMQ
+    .venv/bin/python -m bench.burst --db mariadb            # the schedules on MariaDB
 
 Beats inherit the environment, so ``BRIDGE_BATCH_SIZE=500 python -m
 bench.burst`` runs them with that setting. ``bench/peers.py`` runs the same
@@ -58,12 +60,14 @@ from bench.broker_probe import (
 )
 from bench.harness import (
     CELERY,
+    SERVERS,
     Process,
     add_service_options,
+    admin_url,
     exit_status,
-    postgres_database,
     process_env,
     run_checked,
+    server_database,
     start_all,
     stop_all,
     tree_cpu_seconds,
@@ -86,7 +90,10 @@ class Options:
     """Where the bursts run and how they are timed; shared with ``bench/peers.py``."""
 
     sizes: list[int]
+    #: The store of the bridge's schedules: ``postgresql`` or ``mariadb``.
+    db: str
     pg_url: str
+    mysql_url: str
     redis_url: str
     #: Where the bursts are published: the Redis above, or RabbitMQ (``--broker rabbitmq``).
     broker_url: str
@@ -154,7 +161,9 @@ def common_options(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error("--limit, --lead and --interval must be greater than 0")
     return Options(
         sizes=args.sizes,
+        db=getattr(args, "db", "postgresql"),
         pg_url=args.pg_url,
+        mysql_url=args.mysql_url,
         redis_url=args.redis_url,
         broker_url=args.redis_url,
         limit=args.limit,
@@ -393,9 +402,11 @@ def bridge_burst(
     label = f"bridge, {beats} beat{'s' if beats > 1 else ''}"
     if history:
         label += f", {history:,} runs"
+    if options.db != "postgresql":
+        label += f", {options.db}"
     tag = run_tag()
     queue = f"bridge-burst-{tag}"
-    with postgres_database(options.pg_url, "bridge_burst_") as url:
+    with server_database(admin_url(options.db, options), "bridge_burst_") as url:
         kept = {"history_keep_runs": "0", "history_keep_days": "0"} if history else {}
         env = process_env(url, options.broker_url, queue, **kept)
         run_checked([*CELERY, "bridge", "migrate"], env, options.workdir)
@@ -529,6 +540,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     add_common_arguments(parser)
     parser.add_argument(
+        "--db",
+        choices=SERVERS,
+        default="postgresql",
+        help="the store of the bridge's schedules (postgresql)",
+    )
+    parser.add_argument(
         "--broker",
         choices=["redis", "rabbitmq"],
         default="redis",
@@ -561,6 +578,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.beats < 1:
         parser.error("--beats must be at least 1")
+    if args.history and args.db != "postgresql":
+        parser.error("--history seeds its runs with PostgreSQL's generate_series: --db postgresql")
     options = common_options(parser, args)
     if args.broker == "rabbitmq":
         options = replace(options, broker_url=args.amqp_url)

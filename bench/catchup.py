@@ -60,10 +60,10 @@ from bench.harness import (
     Process,
     exit_status,
     percentile,
-    postgres_database,
     process_env,
     run_checked,
     run_sql,
+    server_database,
     settle,
     start_all,
     stop_all,
@@ -209,7 +209,7 @@ def drain_backlog(
     """Seed the backlog and the on-time schedules (and ``open_runs`` open runs of each
     backlog schedule), start one beat, probe until drained."""
     queue = f"bridge-catchup-{run_tag()}"
-    with postgres_database(options.pg_url, "bridge_catchup_") as url:
+    with server_database(options.pg_url, "bridge_catchup_") as url:
         env = process_env(url, options.redis_url, queue)
         run_checked([*CELERY, "bridge", "migrate"], env, options.workdir)
         start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=LEAD)

@@ -1,7 +1,8 @@
 """Chaos run: several beats killed at random must neither double nor lose an occurrence.
 
 Runs ``--beats`` (3) ``celery beat -S bridge`` and ``--workers`` (2) ``celery
-worker`` processes on a fresh PostgreSQL database and a Redis broker, with
+worker`` processes on a fresh PostgreSQL database (MariaDB or MySQL with
+``--db mariadb``) and a Redis broker, with
 ``--schedules`` (100) schedules ``every 1s`` (catch-up ``all``, overlap
 ``allow``, messages that never expire) over a window of ``--duration``
 seconds. While the window is open, every 1 to 5 seconds a random beat is
@@ -36,39 +37,54 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, Select, create_engine, func, select, text
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from bench import SetupError
 from bench.broker_probe import check_broker, purge_queue
 from bench.harness import (
     READY_LINE,
+    SERVERS,
     Process,
     add_service_options,
+    admin_url,
     exit_status,
     first_line,
     machine_busy,
     now_iso,
     patiently,
     percentile,
-    postgres_database,
     process_env,
+    restarted,
     safe_url,
+    server_database,
+    server_started,
     start_all,
 )
 from bridge.config import Settings
+from bridge.storage.models import PeriodicTask, TaskExecution
 
 APP = "bench.chaos_app"
 TASK = "bench.chaos_app.hit"
 CELERY = [sys.executable, "-m", "celery", "-A", APP]
-NON_FINAL = ("PENDING", "SENT", "RECEIVED", "STARTED", "RETRY")
+SCHEDULES = PeriodicTask.__table__
+RUNS = TaskExecution.__table__
+#: The counts the bench's progress and drain read.
+RECORDED = select(func.count()).select_from(RUNS).scalar_subquery()
+OPEN = (
+    select(func.count())
+    .select_from(RUNS)
+    .where(RUNS.c.status.in_(("PENDING", "SENT", "RECEIVED", "STARTED", "RETRY")))
+    .scalar_subquery()
+)
+ENABLED = select(func.count()).select_from(SCHEDULES).where(SCHEDULES.c.enabled).scalar_subquery()
 #: How often the bench looks whether the rows a killed beat held were taken over.
 POLL_SECONDS = 0.05
 #: How often a line of progress is printed.
 PROGRESS_SECONDS = 60.0
 #: How many problem occurrences are listed one by one.
 SHOW = 20
-#: Failover after a SIGKILL on PostgreSQL, whatever the lease: the dead instance's lock goes.
+#: Failover after a SIGKILL on a server, whatever the lease: the dead instance's lock goes.
 FAILOVER_TARGET = 2.0
 #: The longest the beats and workers may take to start.
 START_TIMEOUT = 90.0
@@ -86,7 +102,9 @@ class Options:
     lease: float
     pool: str
     concurrency: int
+    db: str
     pg_url: str
+    mysql_url: str
     redis_url: str
     drain_timeout: float
     lead: float
@@ -115,6 +133,9 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         "--pool", default="threads", help="worker pool: threads, prefork, solo (threads)"
     )
     parser.add_argument("--concurrency", type=int, default=8, help="worker concurrency (8)")
+    parser.add_argument(
+        "--db", choices=SERVERS, default="postgresql", help="the store (postgresql)"
+    )
     add_service_options(parser, "BRIDGE_CHAOS", "redis://127.0.0.1:6379/13", "the run")
     parser.add_argument(
         "--drain-timeout",
@@ -157,7 +178,9 @@ def parse_options(argv: Sequence[str] | None) -> Options:
         lease=args.lease,
         pool=args.pool,
         concurrency=args.concurrency,
+        db=args.db,
         pg_url=args.pg_url,
+        mysql_url=args.mysql_url,
         redis_url=args.redis_url,
         drain_timeout=args.drain_timeout,
         lead=args.lead,
@@ -338,9 +361,9 @@ class Chaos:
         beat.kill()
         at, wall = time.monotonic(), datetime.now(UTC)
         held = self.query(
-            "SELECT id, worker, EXTRACT(EPOCH FROM now() - marked) FROM periodic_task"
-            " WHERE worker LIKE :pattern AND marked IS NOT NULL",
-            pattern=f"%:{pid}:%",
+            select(SCHEDULES.c.id, SCHEDULES.c.worker, SCHEDULES.c.marked).where(
+                SCHEDULES.c.worker.like(f"%:{pid}:%"), SCHEDULES.c.marked.is_not(None)
+            )
         )
         beat.start()
         rows = held or []
@@ -351,7 +374,11 @@ class Chaos:
             wall,
             instances={w for _, w, _ in rows},
             rows={i for i, _, _ in rows},
-            expires_in=self.lease - float(min(age for _, _, age in rows)) if rows else None,
+            expires_in=(
+                self.lease - (wall - max(marked for _, _, marked in rows)).total_seconds()
+                if rows
+                else None
+            ),
         )
         self.kills.append(kill)
         found = "unknown (database unreachable)" if held is None else str(len(rows))
@@ -368,8 +395,7 @@ class Chaos:
             return
         instances = sorted(set().union(*(k.instances for k in open_kills)))
         found = self.query(
-            "SELECT id, worker FROM periodic_task WHERE worker = ANY(:instances)",
-            instances=instances,
+            select(SCHEDULES.c.id, SCHEDULES.c.worker).where(SCHEDULES.c.worker.in_(instances))
         )
         if found is None:
             return
@@ -396,12 +422,7 @@ class Chaos:
     def progress(self) -> None:
         """One line a minute, so that a long run shows it is alive."""
         self.next_progress = time.monotonic() + PROGRESS_SECONDS
-        counts = self.query(
-            "SELECT (SELECT count(*) FROM task_execution),"
-            " (SELECT count(*) FROM task_execution WHERE status = ANY(:open)),"
-            " (SELECT count(*) FROM periodic_task WHERE enabled)",
-            open=list(NON_FINAL),
-        )
+        counts = self.query(select(RECORDED, OPEN, ENABLED))
         if counts is not None:
             recorded, open_runs, enabled = counts[0]
             print(
@@ -410,11 +431,11 @@ class Chaos:
                 flush=True,
             )
 
-    def query(self, sql: str, **params: Any) -> list[Any] | None:
-        """The rows of ``sql``, or None while the database cannot be reached (noted)."""
+    def query(self, statement: Select[Any]) -> list[Any] | None:
+        """The rows of ``statement``, or None while the database cannot be reached (noted)."""
         try:
             with self.engine.connect() as connection:
-                found = list(connection.execute(text(sql), params))
+                found = list(connection.execute(statement))
         except DBAPIError as exc:
             if self.outage is None:
                 self.outage = time.monotonic()
@@ -436,11 +457,7 @@ def drain(chaos: Chaos, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         chaos.watch()
-        counts = chaos.query(
-            "SELECT (SELECT count(*) FROM periodic_task WHERE enabled),"
-            " (SELECT count(*) FROM task_execution WHERE status = ANY(:open))",
-            open=list(NON_FINAL),
-        )
+        counts = chaos.query(select(ENABLED, OPEN))
         if counts is not None and tuple(counts[0]) == (0, 0):
             return True
         time.sleep(0.2)
@@ -483,12 +500,20 @@ class Verdict:
 
 def judge(engine: Engine, window: Window) -> Verdict:
     with engine.connect() as connection:
+        runs = RUNS.c
         records = [
             Record(*row)
             for row in connection.execute(
-                text(
-                    "SELECT id, periodic_task_id, plan_time, attempt, trigger, status,"
-                    " queued_at, started_at, error FROM task_execution"
+                select(
+                    runs.id,
+                    runs.periodic_task_id,
+                    runs.plan_time,
+                    runs.attempt,
+                    runs.trigger,
+                    runs.status,
+                    runs.queued_at,
+                    runs.started_at,
+                    runs.error,
                 )
             )
         ]
@@ -500,7 +525,13 @@ def judge(engine: Engine, window: Window) -> Verdict:
         }
         schedules = list(
             connection.execute(
-                text("SELECT name, enabled, note, skipped_count, missed_count FROM periodic_task")
+                select(
+                    SCHEDULES.c.name,
+                    SCHEDULES.c.enabled,
+                    SCHEDULES.c.note,
+                    SCHEDULES.c.skipped_count,
+                    SCHEDULES.c.missed_count,
+                )
             )
         )
     names = window.schedule_ids
@@ -579,7 +610,7 @@ def run(options: Options) -> int:
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
     check_broker(options.redis_url)
     workdir = Path(tempfile.mkdtemp(prefix=f"bridge-chaos-{tag}-"))
-    with postgres_database(options.pg_url, "bridge_chaos_", options.keep) as url:
+    with server_database(admin_url(options.db, options), "bridge_chaos_", options.keep) as url:
         from bench.chaos_app import HIT_TABLE_DDL
         from bridge.storage.database import database_for
 
@@ -589,7 +620,7 @@ def run(options: Options) -> int:
             database.migrate()
             with engine.begin() as connection:
                 connection.execute(text(HIT_TABLE_DDL))
-                postmaster = connection.scalar(text("SELECT pg_postmaster_start_time()"))
+            started = server_started(url)
         except SQLAlchemyError as exc:
             raise SetupError(f"preparing {safe_url(url)}: {first_line(exc)}") from exc
         finally:
@@ -635,7 +666,7 @@ def run(options: Options) -> int:
         wall = time.monotonic() - wall_before
         busy = machine_busy() - busy_before
         verdict = patiently(lambda: judge(engine, window))
-        restarted = patiently(lambda: engine_scalar(engine, "SELECT pg_postmaster_start_time()"))
+        started_now = patiently(lambda: server_started(url))
         engine.dispose()
     return report(
         Outcome(
@@ -647,14 +678,13 @@ def run(options: Options) -> int:
             busy=busy,
             wall=wall,
             workdir=workdir,
-            pg_restarted=None if restarted == postmaster else f"{restarted}",
+            server_restarted=(
+                datetime.fromtimestamp(started_now, UTC).isoformat()
+                if restarted(started, started_now)
+                else None
+            ),
         )
     )
-
-
-def engine_scalar(engine: Engine, sql: str) -> Any:
-    with engine.connect() as connection:
-        return connection.scalar(text(sql))
 
 
 @dataclass(frozen=True)
@@ -668,8 +698,8 @@ class Outcome:
     busy: float
     wall: float
     workdir: Path
-    #: When PostgreSQL was restarted (by something else) during the run, if it was.
-    pg_restarted: str | None
+    #: When the database server was restarted (by something else) during the run, if it was.
+    server_restarted: str | None
 
 
 #: Log lines worth counting: what the bridge says when the chaos reaches it.
@@ -768,8 +798,8 @@ def print_findings(outcome: Outcome) -> None:
             f"database unreachable from the bench {len(chaos.outages)} time(s),"
             f" longest {seconds(max(chaos.outages))}"
         )
-    if outcome.pg_restarted:
-        print(f"PostgreSQL was restarted during the run (at {outcome.pg_restarted})")
+    if outcome.server_restarted:
+        print(f"the database server was restarted during the run (at {outcome.server_restarted})")
     if not outcome.drained:
         print(f"not drained: schedules or runs still open after {outcome.options.drain_timeout:g}s")
     for title, items in (

@@ -2,8 +2,8 @@
 
 Every bench measures from outside: it starts real ``celery`` processes on a
 database of its own and times what they do where it becomes visible (at the
-broker, in the database). This module owns those pieces: a PostgreSQL or
-SQLite database created, migrated and dropped; beat and worker processes
+broker, in the database). This module owns those pieces: a PostgreSQL,
+MariaDB (or MySQL) or SQLite database created, migrated and dropped; beat and worker processes
 started, watched and stopped; percentiles and tables. Reading the broker is
 ``bench/broker_probe.py``'s.
 """
@@ -45,6 +45,9 @@ CELERY = [sys.executable, "-m", "celery", "-A", APP]
 #: The prefix of the databases :func:`database` creates (and drops).
 DATABASE_PREFIX = "bridge_bb_"
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+DEFAULT_MYSQL_URL = "mysql+pymysql://root@127.0.0.1:3306/mysql"
+#: The stores a bench may run on: the servers, and the embedded default.
+SERVERS = ("postgresql", "mariadb")
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
 #: What beat logs once its scheduler has started (``DatabaseScheduler.setup_schedule``).
 READY_LINE = "bridge: beat instance"
@@ -63,8 +66,9 @@ def add_service_options(
     redis_url: str = DEFAULT_REDIS_URL,
     each: str = "each run",
 ) -> None:
-    """``--pg-url`` and ``--redis-url``, falling back on ``<variables>_PG_URL`` and
-    ``<variables>_REDIS_URL``; ``each`` names what has a database and a queue of its own."""
+    """``--pg-url``, ``--mysql-url`` and ``--redis-url``, falling back on
+    ``<variables>_PG_URL``, ``<variables>_MYSQL_URL`` and ``<variables>_REDIS_URL``;
+    ``each`` names what has a database and a queue of its own."""
     parser.add_argument(
         "--pg-url",
         default=os.environ.get(f"{variables}_PG_URL", DEFAULT_PG_URL),
@@ -72,11 +76,23 @@ def add_service_options(
         f" a database of its own ({variables}_PG_URL)",
     )
     parser.add_argument(
+        "--mysql-url",
+        default=os.environ.get(f"{variables}_MYSQL_URL", DEFAULT_MYSQL_URL),
+        help=f"admin URL of the MariaDB or MySQL server, with --db mariadb; {each} creates"
+        f" and drops a database of its own ({variables}_MYSQL_URL)",
+    )
+    parser.add_argument(
         "--redis-url",
         default=os.environ.get(f"{variables}_REDIS_URL", redis_url),
         help=f"Redis broker; {each} uses a queue of its own and deletes only its keys"
         f" ({variables}_REDIS_URL)",
     )
+
+
+def admin_url(store: str, options: Any) -> str:
+    """The admin URL of ``store``'s server among a bench's options (``pg_url``,
+    ``mysql_url``); SQLite needs none, and gets PostgreSQL's, unused."""
+    return str(options.mysql_url if store == "mariadb" else options.pg_url)
 
 
 def exit_status(run: Callable[[], int]) -> int:
@@ -122,21 +138,33 @@ def patiently(work: Callable[[], T], timeout: float = 90.0) -> T:
             time.sleep(1.0)
 
 
-@contextmanager
-def postgres_database(admin_url: str, prefix: str, keep: bool = False) -> Iterator[str]:
-    """A fresh, empty PostgreSQL database ``<prefix><random>``; its URL.
+#: How each server's SQL creates and drops a database named ``{}``.
+_CREATE_DROP = {
+    "postgresql": ('CREATE DATABASE "{}"', 'DROP DATABASE IF EXISTS "{}" WITH (FORCE)'),
+    "mysql": ("CREATE DATABASE `{}`", "DROP DATABASE IF EXISTS `{}`"),
+}
 
-    It is created on the server of ``admin_url`` and dropped afterwards unless
-    ``keep``, waiting out a restart of the server (other tests cause them).
+
+@contextmanager
+def server_database(admin_url: str, prefix: str, keep: bool = False) -> Iterator[str]:
+    """A fresh, empty database ``<prefix><random>`` on the PostgreSQL, MariaDB or MySQL
+    server of ``admin_url``; its URL.
+
+    It is dropped afterwards unless ``keep``, waiting out a restart of the
+    server (other tests cause them).
     """
+    backend = make_url(admin_url).get_backend_name()
+    if backend not in _CREATE_DROP:
+        raise SetupError(f"{safe_url(admin_url)}: not a PostgreSQL, MariaDB or MySQL URL")
+    create, drop = _CREATE_DROP[backend]
     name = f"{prefix}{uuid.uuid4().hex[:10]}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
+            connection.execute(text(create.format(name)))
     except SQLAlchemyError as exc:
         admin.dispose()
-        raise SetupError(f"PostgreSQL at {safe_url(admin_url)}: {first_line(exc)}") from exc
+        raise SetupError(f"{safe_url(admin_url)}: {first_line(exc)}") from exc
     url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     try:
         yield url
@@ -145,12 +173,12 @@ def postgres_database(admin_url: str, prefix: str, keep: bool = False) -> Iterat
             print(f"database kept: {safe_url(url)}")
         else:
 
-            def drop() -> None:
+            def dropped() -> None:
                 with admin.connect() as connection:
-                    connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+                    connection.execute(text(drop.format(name)))
 
             try:
-                patiently(drop)
+                patiently(dropped)
             except DBAPIError as exc:
                 print(f"could not drop {name}: {first_line(exc)}", file=sys.stderr)
         admin.dispose()
@@ -158,9 +186,10 @@ def postgres_database(admin_url: str, prefix: str, keep: bool = False) -> Iterat
 
 @contextmanager
 def database(kind: str, admin_url: str, folder: Path, keep: bool = False) -> Iterator[str]:
-    """A fresh, migrated database of ``kind`` (``postgresql`` or ``sqlite``); its URL.
+    """A fresh, migrated database of ``kind`` (``postgresql``, ``mariadb`` or ``sqlite``);
+    its URL.
 
-    A PostgreSQL database is created on the server of ``admin_url`` and
+    A server's database is created on the server of ``admin_url`` and
     dropped afterwards unless ``keep`` (a warning says if the server was
     restarted while it was in use); a SQLite one is a file in ``folder``.
     """
@@ -169,10 +198,10 @@ def database(kind: str, admin_url: str, folder: Path, keep: bool = False) -> Ite
         migrate(url)
         yield url
         return
-    started = postmaster_start(admin_url)
+    started = server_started(admin_url)
     name = "?"
     try:
-        with postgres_database(admin_url, DATABASE_PREFIX, keep) as url:
+        with server_database(admin_url, DATABASE_PREFIX, keep) as url:
             name = make_url(url).database or name
             try:
                 migrate(url)
@@ -181,24 +210,40 @@ def database(kind: str, admin_url: str, folder: Path, keep: bool = False) -> Ite
                 database_for(url).dispose()
     finally:
         with contextlib.suppress(SetupError):
-            if postmaster_start(admin_url) != started:
+            if restarted(started, server_started(admin_url)):
                 print(
-                    f"warning: PostgreSQL was restarted while {name} was in use;"
+                    f"warning: the database server was restarted while {name} was in use;"
                     " the figures measured on it include the outage",
                     file=sys.stderr,
                 )
 
 
-def postmaster_start(url: str) -> Any:
-    """When the PostgreSQL server of ``url`` was started: it changes when it restarts."""
-    engine = create_engine(url)
+#: What tells when a server started, in seconds since the epoch: PostgreSQL knows the
+#: instant; MariaDB and MySQL know their uptime in whole seconds.
+_STARTED = {
+    "postgresql": "SELECT extract(epoch FROM pg_server_started_time())",
+    "mysql": "SELECT UNIX_TIMESTAMP(NOW(6)) - VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS"
+    " WHERE VARIABLE_NAME = 'UPTIME'",
+}
+
+
+def server_started(url: str) -> float:
+    """When the database server of ``url`` was started, in seconds since the epoch: it
+    changes when the server restarts (see :func:`restarted`)."""
+    engine = create_engine(url, poolclass=NullPool)
     try:
         with engine.connect() as connection:
-            return connection.scalar(text("SELECT pg_postmaster_start_time()"))
+            return float(connection.scalar(text(_STARTED[engine.dialect.name])))
     except SQLAlchemyError as exc:
-        raise SetupError(f"PostgreSQL at {safe_url(url)}: {first_line(exc)}") from exc
+        raise SetupError(f"{safe_url(url)}: {first_line(exc)}") from exc
     finally:
         engine.dispose()
+
+
+def restarted(started: float, now_started: float) -> bool:
+    """Whether two readings of :func:`server_started` tell of a restart between them: a
+    reading from uptime in whole seconds may differ by one without one."""
+    return abs(now_started - started) > 1.5
 
 
 def migrate(url: str) -> None:
@@ -220,18 +265,23 @@ def run_sql(url: str, statement: str, **params: Any) -> list[Any]:
 
 
 def settle(url: str) -> None:
-    """Let a PostgreSQL database digest a bulk import before beat is measured on it.
+    """Let a server's database digest a bulk import before beat is measured on it.
 
-    ``VACUUM ANALYZE`` does now what autovacuum would do within a minute or
-    two of the import (and would do during the measurement otherwise), and
-    ``CHECKPOINT`` writes the imported pages out, so the windows that follow
-    time beat, not the database catching up. SQLite has no such background work.
+    On PostgreSQL ``VACUUM ANALYZE`` does now what autovacuum would do within
+    a minute or two of the import (and would do during the measurement
+    otherwise), and ``CHECKPOINT`` writes the imported pages out, so the
+    windows that follow time beat, not the database catching up. On MariaDB
+    and MySQL ``ANALYZE TABLE`` refreshes the statistics the import made stale.
+    SQLite has no such background work.
     """
     engine = create_engine(url, isolation_level="AUTOCOMMIT")
     try:
         with engine.connect() as connection:
-            connection.execute(text("VACUUM ANALYZE periodic_task"))
-            connection.execute(text("CHECKPOINT"))
+            if engine.dialect.name == "postgresql":
+                connection.execute(text("VACUUM ANALYZE periodic_task"))
+                connection.execute(text("CHECKPOINT"))
+            elif engine.dialect.name == "mysql":
+                connection.execute(text("ANALYZE TABLE periodic_task"))
     except SQLAlchemyError as exc:
         raise SetupError(f"settling {safe_url(url)}: {first_line(exc)}") from exc
     finally:

@@ -55,11 +55,11 @@ from bench.harness import (
     CELERY,
     Process,
     exit_status,
-    postgres_database,
     process_env,
     process_tree,
     run_checked,
     run_sql,
+    server_database,
     status_kib,
     table,
     tree_cpu_seconds,
@@ -130,7 +130,7 @@ def run(options: Options, size: int, minutes: int, overlap: str, expires: str) -
     check_broker(options.broker_url)
     queue = f"bridge-lag-{run_tag()}"
     found: list[Minute] = []
-    with postgres_database(options.pg_url, "bridge_lag_") as url:
+    with server_database(options.pg_url, "bridge_lag_") as url:
         env = process_env(url, options.broker_url, queue)
         run_checked([*CELERY, "bridge", "migrate"], env, options.workdir)
         beat = Process(

@@ -51,7 +51,7 @@ from bench.burst import (
     run_tag,
     start_beats,
 )
-from bench.harness import Process, exit_status, postgres_database, run_checked, stop_all
+from bench.harness import Process, exit_status, run_checked, server_database, stop_all
 
 VENV = REPO / ".bench" / "peers-venv"
 PEERS = REPO / "bench" / "peers"
@@ -116,7 +116,7 @@ def peer_burst(peer: Peer, size: int, python: Path, options: Options) -> Result:
     setup_started = time.monotonic()
     due = due_in(options.lead_for(size))
     database: AbstractContextManager[str | None] = (
-        postgres_database(options.pg_url, "bridge_peers_") if peer.database else nullcontext()
+        server_database(options.pg_url, "bridge_peers_") if peer.database else nullcontext()
     )
     with database as url:
         env = {

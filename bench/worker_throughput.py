@@ -59,10 +59,10 @@ from bench.harness import (
     cpu_of,
     exit_status,
     machine_busy,
-    postgres_database,
     process_env,
     process_tree,
     safe_url,
+    server_database,
     spent,
     workdir,
 )
@@ -421,7 +421,7 @@ def run(options: Options) -> int:
     check_broker(options.redis_url)
     admin = create_engine(options.pg_url, isolation_level="AUTOCOMMIT", pool_size=1)
     try:
-        with workdir("rec") as folder, postgres_database(options.pg_url, "bridge_rec_") as url:
+        with workdir("rec") as folder, server_database(options.pg_url, "bridge_rec_") as url:
             bench = Bench(options, admin, url, folder)
             try:
                 print(

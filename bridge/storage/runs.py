@@ -45,6 +45,8 @@ from bridge.storage.sql import (
     insert_skipping,
     is_mysql,
     is_postgres,
+    json_rows,
+    json_values,
     one_of,
     unnest_bound,
     unnest_values,
@@ -328,10 +330,13 @@ def mark_sent(session: Session, runs: Sequence[Sent], now: datetime) -> None:
     connection = session.connection()
     times = {"now": now, "pending": RunStatus.PENDING, "sent": RunStatus.SENT}
     connection.execute(statements.lock_runs, {"ids": run_ids, "pending": RunStatus.PENDING})
-    if statements.postgres:
+    if statements.dialect == "postgresql":
         expiries = [run.expires_at for run in runs]
         sent = unnest_values("sent", {"id": run_ids, "expires_at": expiries})
         connection.execute(statements.mark_runs, {**sent, **times})
+    elif statements.dialect == "mysql":
+        sent_json = json_values("sent_runs", ((run.run_id, run.expires_at) for run in runs))
+        connection.execute(statements.mark_runs, {**sent_json, **times})
     else:
         connection.execute(
             statements.mark_runs,
@@ -343,7 +348,7 @@ def mark_sent(session: Session, runs: Sequence[Sent], now: datetime) -> None:
 
 
 class _MarkSent(NamedTuple):
-    postgres: bool
+    dialect: str
     lock_runs: Executable
     mark_runs: Executable
     lock_schedules: Executable
@@ -355,7 +360,8 @@ def _mark_sent_statements(dialect: str) -> _MarkSent:
     """:func:`mark_sent`'s statements, built once per dialect, their values bound when run.
 
     On PostgreSQL the runs and their expiries go as two arrays (see
-    :func:`bridge.storage.sql.unnest_bound`); elsewhere the update runs once per run.
+    :func:`bridge.storage.sql.unnest_bound`), on MySQL and MariaDB as one JSON text
+    (:func:`bridge.storage.sql.json_rows`); on SQLite the update runs once per run.
     Built anew for every batch, through the ORM, they cost beat more CPU than
     the server spent running them.
     """
@@ -372,6 +378,13 @@ def _mark_sent_statements(dialect: str) -> _MarkSent:
             .where(runs.id == sent.c.id, unsent)
             .values(**values, expires_at=sent.c.expires_at)
         )
+    elif dialect == "mysql":
+        sent_json = json_rows("sent_runs", {"id": runs.id.type, "expires_at": UTCDateTime()})
+        mark_runs = (
+            update(_RUN_TABLE)
+            .where(runs.id == sent_json.c.id, unsent)
+            .values(**values, expires_at=sent_json.c.expires_at)
+        )
     else:
         mark_runs = (
             update(_RUN_TABLE)
@@ -384,7 +397,7 @@ def _mark_sent_statements(dialect: str) -> _MarkSent:
         schedules.last_status == bindparam("pending"),
     )
     return _MarkSent(
-        postgres,
+        dialect,
         select(runs.id).where(run_ids, unsent).order_by(runs.id).with_for_update(),
         mark_runs,
         select(schedules.id).where(*named).order_by(schedules.id).with_for_update(),

@@ -6,20 +6,30 @@ each dialect trick is written once.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
+from enum import Enum
 from typing import Any
 
 from sqlalchemy import (
     ARRAY,
+    Boolean,
     ColumnElement,
+    DateTime,
     Delete,
     Executable,
+    Float,
     Insert,
+    Integer,
+    String,
+    Subquery,
     TableValuedAlias,
+    Text,
     Update,
     any_,
     bindparam,
+    column,
     func,
     inspect,
     literal,
@@ -198,6 +208,62 @@ def unnest_values(name: str, columns: Mapping[str, Sequence[Any]]) -> dict[str, 
 
 def _unnest(name: str, columns: Iterable[str], arrays: Sequence[Any]) -> TableValuedAlias:
     return func.unnest(*arrays).table_valued(*columns).render_derived(name=name)
+
+
+def json_rows(name: str, columns: Mapping[str, Any]) -> Subquery:
+    """Rows bound as one JSON text, for MySQL and MariaDB: ``JSON_TABLE(:name, '$[*]'
+    COLUMNS (...)) AS name``, each row an array of its columns' values in the order of
+    ``columns`` (each column's name and SQL type); bind them with :func:`json_values`.
+
+    PyMySQL runs an ``executemany`` of an ``UPDATE`` as one statement per row, a
+    round trip each: a batch of 500 rows cost beat 500 waits on the server. One
+    JSON text carries the batch in one statement, as :func:`unnest_bound` does on
+    PostgreSQL. A string column compares in the tables' binary collation
+    (``COLLATE utf8mb4_bin``): the JSON's own would not match theirs.
+    """
+    defined = ", ".join(
+        f"{key} {_json_table_type(kind)} PATH '$[{at}]'"
+        for at, (key, kind) in enumerate(columns.items())
+    )
+    rows = text(
+        f"SELECT {', '.join(columns)} FROM JSON_TABLE(:{name}, '$[*]' COLUMNS ({defined}))"
+        f" AS {name}_json"
+    ).columns(*(column(key, kind) for key, kind in columns.items()))
+    return rows.subquery(name)
+
+
+def json_values(name: str, rows: Iterable[Sequence[Any]]) -> dict[str, str]:
+    """The parameter of :func:`json_rows` named ``name``: the rows, each its columns' values
+    in order, as one JSON text (times in naive UTC, as the tables hold them; text as it
+    is, not escaped to ASCII, which would split a character outside the BMP into two
+    halves MariaDB's ``JSON_TABLE`` reads as nothing). ``name`` must be no other
+    parameter's of the statement."""
+    return {name: json.dumps(list(map(list, rows)), ensure_ascii=False, default=_json_value)}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ")
+    if isinstance(value, Enum):
+        return value.value
+    raise TypeError(f"{type(value).__name__} {value!r} has no JSON form for a JSON_TABLE row")
+
+
+def _json_table_type(kind: Any) -> str:
+    """The SQL type of a ``JSON_TABLE`` column holding values of the SQLAlchemy type ``kind``."""
+    if isinstance(kind, DateTime) or isinstance(getattr(kind, "impl", None), DateTime):
+        return "DATETIME(6)"
+    if isinstance(kind, Boolean):
+        return "TINYINT"
+    if isinstance(kind, Integer):
+        return "BIGINT"
+    if isinstance(kind, Float):
+        return "DOUBLE"
+    if isinstance(kind, String) and not isinstance(kind, Text) and kind.length:
+        return f"VARCHAR({kind.length}) COLLATE utf8mb4_bin"
+    if isinstance(kind, String):
+        return "LONGTEXT COLLATE utf8mb4_bin"
+    raise TypeError(f"no JSON_TABLE column type for {kind!r}")
 
 
 def dialect_of(session: Session) -> str:

@@ -306,23 +306,29 @@ def test_a_finishing_process_killed_mid_burst_leaves_a_thread_and_no_run_lost(
     assert doubled == []
 
 
-def test_each_run_of_a_batch_keeps_its_own_expiry(pg_env: Env) -> None:
-    env = pg_env
+#: A note the batch's advance writes back as it was: the whole batch goes to the server as
+#: arrays (PostgreSQL) or one JSON text (MariaDB), quotes, escapes and astral characters too.
+AWKWARD_NOTE = 'd\u00e9j\u00e0 \U0001f600 "quoted" \\ back\\slash\nnew line \t\' %s %(x)s'
+
+
+def test_each_run_of_a_batch_keeps_its_own_expiry(server_env: Env) -> None:
+    env = server_env
     # Rows due at one instant, fired in one tick in the order of their ids; their run ids
     # (the plan time, then a hash) sort otherwise. Their expiries lie far apart.
-    now = datetime.now(UTC)
+    now = datetime.now(UTC).replace(microsecond=0)
     expiries = {f"e{index:02}": (30 - index) * 600 for index in range(30)}
     for name, seconds in expiries.items():
         execute(
             env.database_url,
             "INSERT INTO periodic_task (name, task, args, kwargs, options, timer, timezone,"
             " anchor, enabled, nextrun, overlap, expires, source, broken, created_at,"
-            " updated_at, total_run_count, skipped_count, missed_count) VALUES (:n,"
+            " updated_at, total_run_count, skipped_count, missed_count, note) VALUES (:n,"
             " 'workers.app.quick', '[]', '{}', '{}', 'every 1h', 'UTC', :t, true, :t, 'allow',"
-            " :e, 'api', false, :t, :t, 0, 0, 0)",
+            " :e, 'api', false, :t, :t, 0, 0, 0, :note)",
             n=name,
             t=now,
             e=f"{seconds}s",
+            note=AWKWARD_NOTE,
         )
     beat = env.start("beat")
     sent = wait_for(
@@ -346,6 +352,25 @@ def test_each_run_of_a_batch_keeps_its_own_expiry(pg_env: Env) -> None:
         # Reckoned as the message went, a moment before the run was marked sent.
         left = (expires_at - queued_at).total_seconds()
         assert expiries[name] - 5 < left <= expiries[name], (name, left)
+    advanced = wait_for(
+        lambda: (
+            found
+            if len(
+                found := rows(
+                    env.database_url,
+                    "SELECT name, note, nextrun, total_run_count, worker FROM periodic_task"
+                    " WHERE worker IS NULL AND total_run_count = 1",
+                )
+            )
+            == len(expiries)
+            else None
+        ),
+        30,
+        what="every row advanced",
+    )
+    for name, note, nextrun, _, _ in advanced:
+        assert note == AWKWARD_NOTE, name
+        assert nextrun.replace(tzinfo=None) == now.replace(tzinfo=None) + timedelta(hours=1)
     beat.signal(signal.SIGTERM)
     assert beat.popen.wait(20) == 0
 

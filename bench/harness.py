@@ -46,8 +46,9 @@ CELERY = [sys.executable, "-m", "celery", "-A", APP]
 DATABASE_PREFIX = "bridge_bb_"
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 DEFAULT_MYSQL_URL = "mysql+pymysql://root@127.0.0.1:3306/mysql"
-#: The stores a bench may run on: the servers, and the embedded default.
+#: The stores a bench may run on: the servers, and with them the embedded default.
 SERVERS = ("postgresql", "mariadb")
+STORES = (*SERVERS, "sqlite")
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/15"
 #: What beat logs once its scheduler has started (``DatabaseScheduler.setup_schedule``).
 READY_LINE = "bridge: beat instance"

@@ -26,8 +26,10 @@ from datetime import UTC, datetime, timedelta
 from bench.beat_app import TASK, app
 from bench.broker_probe import Message, MessageProbe, new_queue
 from bench.harness import (
+    STORES,
     Beat,
     add_service_options,
+    admin_url,
     database,
     exit_status,
     machine_load,
@@ -52,9 +54,7 @@ def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Lateness at the broker of one schedule firing every second.",
     )
     parser.add_argument("--duration", type=int, default=180, help="seconds of occurrences (180)")
-    parser.add_argument(
-        "--db", choices=("postgresql", "sqlite"), default="postgresql", help="store (postgresql)"
-    )
+    parser.add_argument("--db", choices=STORES, default="postgresql", help="store (postgresql)")
     parser.add_argument(
         "--lead", type=float, default=2.0, help="seconds from beat ready to the first occurrence"
     )
@@ -69,7 +69,7 @@ def run(options: argparse.Namespace) -> int:
     queue = new_queue("lone")
     with (
         workdir("lone") as folder,
-        database(options.db, options.pg_url, folder) as url,
+        database(options.db, admin_url(options.db, options), folder) as url,
         MessageProbe(options.redis_url, queue) as probe,
     ):
         print(

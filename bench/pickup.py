@@ -36,8 +36,10 @@ from datetime import UTC, datetime, timedelta
 from bench.beat_app import TASK, app
 from bench.broker_probe import Message, MessageProbe, new_queue
 from bench.harness import (
+    STORES,
     Beat,
     add_service_options,
+    admin_url,
     database,
     exit_status,
     machine_load,
@@ -67,9 +69,9 @@ def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--changes", type=int, default=50, help="changes of each kind (50)")
     parser.add_argument(
         "--db",
-        choices=("both", "postgresql", "sqlite"),
-        default="both",
-        help="store(s) to measure (both)",
+        choices=("all", *STORES),
+        default="all",
+        help="store(s) to measure (all: PostgreSQL, MariaDB, SQLite)",
     )
     parser.add_argument(
         "--poll-interval",
@@ -158,7 +160,7 @@ def measure(options: argparse.Namespace, store: str, rng: random.Random) -> Late
     latencies = Latencies()
     with (
         workdir("pickup") as folder,
-        database(store, options.pg_url, folder) as url,
+        database(store, admin_url(store, options), folder) as url,
         MessageProbe(options.redis_url, queue) as probe,
     ):
         print(f"{store}: {safe_url(url)}, broker {options.redis_url} queue {queue}", flush=True)
@@ -208,7 +210,7 @@ def report(options: argparse.Namespace, store: str, latencies: Latencies) -> boo
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
-    stores = ("postgresql", "sqlite") if options.db == "both" else (options.db,)
+    stores = STORES if options.db == "all" else (options.db,)
     print(f"pickup: {options.changes} changes of each kind ({', '.join(KINDS)}), seed {seed}")
 
     def run() -> int:

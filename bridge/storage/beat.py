@@ -478,10 +478,23 @@ def _claim_statement(dialect: str, part: str, leaving_out: bool) -> Update:
 def _next_due_statement(dialect: str) -> Select[datetime | None]:
     """The statement of :meth:`BeatStore.next_due`, built once (bound: ``lease_start``):
     an idle beat runs it every second, and building it anew, with the look-up of the
-    live instances in it, cost more CPU than running it."""
+    live instances in it, cost more CPU than running it.
+
+    The first row in ``nextrun`` order rather than ``min(nextrun)``: both walk the
+    due index from its start on PostgreSQL, but MySQL and MariaDB read every
+    enabled row for a ``min()`` under a condition the index does not hold (40 ms
+    a look at 100,000 schedules); in order, they stop at the first claimable row.
+    """
     lease_start = bindparam("lease_start", type_=UTCDateTime())
-    return select(func.min(PeriodicTask.nextrun)).where(
-        PeriodicTask.enabled, claimable(dialect, None, lease_start)
+    return (
+        select(PeriodicTask.nextrun)
+        .where(
+            PeriodicTask.enabled,
+            PeriodicTask.nextrun.is_not(None),
+            claimable(dialect, None, lease_start),
+        )
+        .order_by(PeriodicTask.nextrun)
+        .limit(1)
     )
 
 

@@ -1,9 +1,10 @@
-"""The chaos bench's CI variant: beats killed at random for 60 seconds double and lose nothing.
+"""The chaos bench's CI variant: beats killed at random double and lose nothing.
 
 Runs ``python -m bench.chaos --duration 60 --schedules 50`` as a real
 subprocess (three beats, two workers, PostgreSQL and Redis database 13; see
-``bench/README.md``) and checks its verdict: exit status 0, no duplicate, no
-loss, one run record and one body execution per expected occurrence.
+``bench/README.md``), then the same for 30 seconds on MariaDB (``--db mariadb``),
+and checks each verdict: exit status 0, no duplicate, no loss, one run record
+and one body execution per expected occurrence.
 """
 
 from __future__ import annotations
@@ -16,13 +17,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import PG_ADMIN_URL, REPO, port_open, unavailable
+from tests.support import MYSQL_ADMIN_URL, PG_ADMIN_URL, REPO, port_open, unavailable
 
 pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 
 #: Its own Redis database: the other integration tests flush theirs (8 to 11).
 REDIS_URL = os.environ.get("BRIDGE_TEST_CHAOS_REDIS_URL", "redis://127.0.0.1:6379/13")
-DURATION = 60
+#: Seconds of chaos on each store: the suite's time goes to PostgreSQL's run, the
+#: production store; MariaDB's is shorter (the bench's own runs are longer).
+DURATIONS = {"postgresql": 60, "mariadb": 30}
+#: Each store's admin URL and the port that must be open for it.
+SERVERS = {
+    "postgresql": ("--pg-url", PG_ADMIN_URL, "PostgreSQL", 5432),
+    "mariadb": ("--mysql-url", MYSQL_ADMIN_URL, "MariaDB", 3306),
+}
 #: Half the bench's default: on a 2-core machine 100 runs a second plus a beat
 #: restart every 3 s saturate it, the backlog doubles the run's length, and the
 #: test would no longer fit in about two minutes (see bench/README.md).
@@ -36,9 +44,12 @@ def figure(output: str, label: str) -> str:
 
 
 @pytest.mark.timeout(240)
-def test_sixty_seconds_of_killed_beats_run_every_occurrence_once(tmp_path: Path) -> None:
-    if not port_open("127.0.0.1", 5432):
-        unavailable("PostgreSQL", "nothing listens on 127.0.0.1:5432")
+@pytest.mark.parametrize("store", list(DURATIONS))
+def test_beats_killed_at_random_run_every_occurrence_once(tmp_path: Path, store: str) -> None:
+    option, admin_url, service, port = SERVERS[store]
+    duration = DURATIONS[store]
+    if not port_open("127.0.0.1", port):
+        unavailable(service, f"nothing listens on 127.0.0.1:{port}")
     if not port_open("127.0.0.1", 6379):
         unavailable("Redis", "nothing listens on 127.0.0.1:6379")
     result = subprocess.run(
@@ -46,12 +57,14 @@ def test_sixty_seconds_of_killed_beats_run_every_occurrence_once(tmp_path: Path)
             sys.executable,
             "-m",
             "bench.chaos",
+            "--db",
+            store,
             "--duration",
-            str(DURATION),
+            str(duration),
             "--schedules",
             str(SCHEDULES),
-            "--pg-url",
-            PG_ADMIN_URL,
+            option,
+            admin_url,
             "--redis-url",
             REDIS_URL,
             "--drain-timeout",
@@ -68,8 +81,8 @@ def test_sixty_seconds_of_killed_beats_run_every_occurrence_once(tmp_path: Path)
     assert result.returncode == 0, output
     assert figure(output, "duplicates") == "0", output
     assert figure(output, "lost") == "0", output
-    expected = DURATION * SCHEDULES
+    expected = duration * SCHEDULES
     assert figure(output, "occurrences expected") == str(expected), output
     assert figure(output, "runs recorded") == str(expected), output
     assert figure(output, "body executions") == str(expected), output
-    assert int(figure(output, "kills").split()[0]) >= DURATION // 5, output
+    assert int(figure(output, "kills").split()[0]) >= duration // 5, output

@@ -24,7 +24,6 @@ from sqlalchemy import (
     Update,
     bindparam,
     delete,
-    func,
     select,
     update,
 )

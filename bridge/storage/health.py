@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from sqlalchemy import Select, and_, case, func, or_, select, text
+from sqlalchemy import ColumnElement, Select, and_, case, func, literal_column, or_, select, text
 
 from bridge.rules.health import HELD_BY_WORKER, Health, OpenRunView, worst
 from bridge.rules.kinds import FINAL_STATUSES, NON_FINAL_STATUSES
@@ -199,7 +199,7 @@ class HealthStore:
                     stuck = last <= cursors.ended_since
                     ended_since = last + timedelta(microseconds=1) if stuck else last
             in_trouble = (
-                or_(table.failure_streak > 0, table.broken),  # the partial index
+                _failing_or_broken(dialect),
                 or_(table.broken, table.enabled),  # a paused one is not failing
             )
 
@@ -312,3 +312,13 @@ class HealthStore:
 def _overrides(state: str, was: str) -> bool:
     """Whether ``state`` is more pressing than ``was``, in the order of the health rule."""
     return state != was and worst([Health(state), Health(was)]) is Health(state)
+
+
+def _failing_or_broken(dialect: str) -> ColumnElement[bool]:
+    """The schedules failing or broken, as the index of them reads them: the partial index
+    ``ix_periodic_task_trouble`` repeats this predicate; MySQL and MariaDB, which have no
+    partial index, index a generated column of it instead (revision 0015), which the
+    model leaves out."""
+    if dialect == "mysql":
+        return literal_column("periodic_task.troubled") == 1
+    return or_(PeriodicTask.failure_streak > 0, PeriodicTask.broken)

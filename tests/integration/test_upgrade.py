@@ -45,7 +45,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_upgrade")]
 #: The commit of release 0.1.0, whose schema is at revision 0005.
 PREVIOUS = "7e0381f"
 #: The revision 0.1.0 leaves, and the one this release expects.
-PREVIOUS_REVISION, HEAD = "0005", "0014"
+PREVIOUS_REVISION, HEAD = "0005", "0015"
 #: The tables of 0.1.0, every row of which is compared before and after the upgrade.
 TABLES = ("periodic_task", "task_execution", "beat_instance", "worker_instance")
 
@@ -370,12 +370,12 @@ def test_a_beat_that_meets_a_schema_it_does_not_match_while_it_runs_exits_1(
         env.cli("add", "first", "--task", "workers.app.quick", "--timer", "every 1s")
         beat = env.start("beat", scheduler="tests.rechecking:RecheckingScheduler")
         wait_for(lambda: runs_of(env, "first"), 60, what="the first run sent")
-        execute(env.database_url, "UPDATE alembic_version SET version_num = '0014'")
+        execute(env.database_url, f"UPDATE alembic_version SET version_num = '{HEAD}'")
         execute(env.database_url, "UPDATE schema_release SET oldest_release = '0.3.0'")
         wait_for(lambda: beat.popen.poll() is not None, 60, what="beat to stop")
         assert beat.popen.returncode == 1, beat.log[-4000:]
         refusal = (
-            f"bridge: schema: database {env.database_url} is at revision 0014, which needs"
+            f"bridge: schema: database {env.database_url} is at revision {HEAD}, which needs"
             f" celery-periodic-bridge 0.3.0 or later; this release (celery-periodic-bridge"
             f" 0.2.0) expects revision {HEAD}: upgrade the package:"
             " pip install -U celery-periodic-bridge; beat stops"

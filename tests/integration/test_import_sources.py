@@ -182,16 +182,18 @@ def sqlalchemy_source(peer_python: Path) -> Iterator[str]:
         yield database
 
 
-def test_sqlalchemy_celery_beat_moves_in(pg_env: Env, sqlalchemy_source: str) -> None:
+def test_sqlalchemy_celery_beat_moves_in(server_env: Env, sqlalchemy_source: str) -> None:
+    """Into a store on PostgreSQL, then on MariaDB."""
+    env = server_env
     args = ("import", "--from", "sqlalchemy-celery-beat", sqlalchemy_source, "--schema", "beat")
-    dry = pg_env.cli(*args, "--dry-run")
+    dry = env.cli(*args, "--dry-run")
     assert "<- differs" not in dry.stdout
-    done = pg_env.cli(*args, "--disable-source")
+    done = env.cli(*args, "--disable-source")
     assert done.stdout.strip().splitlines()[-1] == (
         "imported 3 (created 3, updated 0), unchanged 0, refused 0, approximated 0; "
         "disabled in the source 2"
     )
-    found = bridge_rows(pg_env)
+    found = bridge_rows(env)
     assert (found["ny-mornings"].timer, found["ny-mornings"].timezone) == (
         "celery 0 9 * * 1-5",
         "America/New_York",
@@ -201,7 +203,7 @@ def test_sqlalchemy_celery_beat_moves_in(pg_env: Env, sqlalchemy_source: str) ->
     assert not found["sydney-noon"].enabled
     assert found["every-4s"].description == "from sqlalchemy"
     assert rows(sqlalchemy_source, "SELECT name FROM beat.celery_periodictask WHERE enabled") == []
-    assert "unchanged 3" in pg_env.cli(*args).stdout
+    assert "unchanged 3" in env.cli(*args).stdout
 
 
 @pytest.fixture
@@ -211,19 +213,23 @@ def redbeat_source(redis_url: str, peer_python: Path) -> str:
     return prefix
 
 
-def test_redbeat_moves_in_and_fires(pg_env: Env, redbeat_source: str, peer_python: Path) -> None:
-    assert pg_env.broker_url is not None
-    url = pg_env.broker_url
+def test_redbeat_moves_in_and_fires(
+    server_env: Env, redbeat_source: str, peer_python: Path
+) -> None:
+    """Into a store on PostgreSQL, then on MariaDB."""
+    env = server_env
+    assert env.broker_url is not None
+    url = env.broker_url
     args = ("import", "--from", "redbeat", url, "--prefix", redbeat_source)
-    dry = pg_env.cli(*args, "--dry-run", check=False)
+    dry = env.cli(*args, "--dry-run", check=False)
     assert "rrule" in dry.stderr and "refused rrule-weekly" in dry.stderr
     assert "<- differs" not in dry.stdout
-    done = pg_env.cli(*args, "--disable-source", check=False)
+    done = env.cli(*args, "--disable-source", check=False)
     assert done.stdout.strip().splitlines()[-1] == (
         "imported 4 (created 4, updated 0), unchanged 0, refused 1, approximated 0; "
         "disabled in the source 3"
     )
-    found = bridge_rows(pg_env)
+    found = bridge_rows(env)
     assert found["nightly"].timer == "celery 0 3 1-7 * mon"
     assert json.loads(found["nightly"].options) == {
         "queue": "reports",
@@ -243,14 +249,14 @@ def test_redbeat_moves_in_and_fires(pg_env: Env, redbeat_source: str, peer_pytho
         )
     )
     assert {name for name, row in source.items() if row["enabled"]} == {"rrule-weekly"}
-    again = pg_env.cli(*args, check=False)
+    again = env.cli(*args, check=False)
     assert "imported 0 (created 0, updated 0), unchanged 4, refused 1" in again.stdout
 
-    pg_env.start("worker")
-    pg_env.start("beat")
+    env.start("worker")
+    env.start("beat")
     wait_for(
         lambda: rows(
-            pg_env.database_url,
+            env.database_url,
             "SELECT r.id FROM task_execution r JOIN periodic_task p ON p.id = r.periodic_task_id"
             " WHERE p.name = 'every-3s' AND r.status = 'SUCCESS'",
         ),

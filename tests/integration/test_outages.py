@@ -1,4 +1,4 @@
-"""PostgreSQL and Redis restarted under a running beat and worker.
+"""PostgreSQL, MariaDB and Redis restarted under a running beat and worker.
 
 Beat must stay up, log each outage once, back off and resume within seconds
 of recovery; the occurrences that fell due meanwhile follow the catch-up
@@ -8,7 +8,9 @@ write a record during the outage writes it when the database is back.
 
 from __future__ import annotations
 
+import getpass
 import itertools
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,8 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
 
-from tests.support import CeleryProcess, Env, free_port, restart_postgres, rows, wait_for
+from tests.support import (
+    CeleryProcess,
+    Env,
+    free_port,
+    port_open,
+    restart_postgres,
+    rows,
+    unavailable,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +51,12 @@ def runs_of(env: Env, name: str) -> list[Any]:
 
 
 def succeeded_after(env: Env, name: str, moment: datetime) -> bool:
-    return any(r.status == "SUCCESS" and r.plan_time > moment for r in runs_of(env, name))
+    return any(r.status == "SUCCESS" and utc(r.plan_time) > moment for r in runs_of(env, name))
+
+
+def utc(moment: datetime) -> datetime:
+    """A time as read from the store: PostgreSQL's aware, MariaDB's naive UTC."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def start_ticking(env: Env) -> tuple[CeleryProcess, CeleryProcess]:
@@ -83,6 +101,82 @@ def test_postgres_restart_under_beat_and_worker(pg_env: Env) -> None:
     wait_for(lambda: runs_of(env, "slowpoke")[0].status == "SUCCESS", 30, what="slowpoke")
     assert "holding run records until it is back" in worker.log
     assert "database back; wrote" in worker.log
+
+
+def test_mariadb_restart_under_beat_and_worker(
+    tmp_path: Path, private_mariadb: MariaDBServer, redis_url: str
+) -> None:
+    """The same on MariaDB: its server of the test's own, so the outage is this test's
+    alone. The beat's named lock goes with the server's sessions, and comes back."""
+    env = Env(tmp_path, private_mariadb.url, redis_url)
+    env.cli("migrate")
+    try:
+        env.cli("add", "slowpoke", "--task", "workers.app.slow", "--timer", "@yearly",
+                "--kwargs", '{"seconds": 5}')  # fmt: skip
+        worker, beat = start_ticking(env)
+        env.cli("run", "slowpoke")
+        wait_for(lambda: runs_of(env, "slowpoke")[0].status == "STARTED", 30, what="slowpoke start")
+        private_mariadb.stop()
+        time.sleep(8)
+        private_mariadb.start()
+        assert_recovered(env, beat, "database", datetime.now(UTC))
+        wait_for(lambda: runs_of(env, "slowpoke")[0].status == "SUCCESS", 30, what="slowpoke")
+        assert "holding run records until it is back" in worker.log
+        assert "database back; wrote" in worker.log
+    finally:
+        env.kill_all()
+
+
+@pytest.fixture
+def private_mariadb(tmp_path: Path) -> Iterator[MariaDBServer]:
+    server = MariaDBServer(tmp_path / "mariadb", free_port())
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class MariaDBServer:
+    """A MariaDB server of the test's own, from the machine's ``mariadbd`` and a data folder
+    made by ``mariadb-install-db``, so that stopping it disturbs no other test."""
+
+    def __init__(self, workdir: Path, port: int) -> None:
+        if not (shutil.which("mariadb-install-db") and Path("/usr/sbin/mariadbd").exists()):
+            unavailable("MariaDB server", "mariadb-install-db and /usr/sbin/mariadbd")
+        self.workdir, self.port = workdir, port
+        self.url = f"mysql+pymysql://root@127.0.0.1:{port}/bridge"
+        self.process: subprocess.Popen[bytes] | None = None
+        user = f"--user={getpass.getuser()}"
+        subprocess.run(
+            ["mariadb-install-db", "--no-defaults", f"--datadir={workdir / 'data'}",
+             "--auth-root-authentication-method=normal", "--skip-test-db", user],
+            check=True, capture_output=True, timeout=120,
+        )  # fmt: skip
+        self.command = [
+            "/usr/sbin/mariadbd", "--no-defaults", f"--datadir={workdir / 'data'}",
+            f"--port={port}", "--bind-address=127.0.0.1", f"--socket={workdir / 'socket'}",
+            f"--pid-file={workdir / 'pid'}", f"--log-error={workdir / 'error.log'}",
+            "--innodb-buffer-pool-size=64M", user,
+        ]  # fmt: skip
+        self.created = False
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            self.command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        wait_for(lambda: port_open("127.0.0.1", self.port), 60, what="the private MariaDB")
+        if not self.created:
+            admin = create_engine(self.url.rsplit("/", 1)[0] + "/", poolclass=NullPool)
+            with admin.begin() as connection:
+                connection.execute(text("CREATE DATABASE bridge"))
+            admin.dispose()
+            self.created = True
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(60)
 
 
 @pytest.fixture

@@ -22,7 +22,8 @@
 5. **Mark sent.** One statement moves them to ``SENT``.
 6. **Advance.** One transaction moves each row's cursor and clears its mark.
 
-On PostgreSQL, when more rows are due behind a batch (a burst, a backlog),
+On a database server (PostgreSQL, MySQL, MariaDB), when more rows are due behind a
+batch (a burst, a backlog),
 phases 5 and 6 of the batch run in a process of their own
 (:mod:`bridge.beat.finishing`) while the next batch is claimed, decided,
 recorded and published: beat would otherwise wait for the server to write
@@ -209,14 +210,15 @@ class FireSequence:
         self.sent = 0
         #: A defect hit a row: the tick is followed by a pause.
         self.troubled = False
-        #: Finishes batches off beat's thread once started (PostgreSQL only).
+        #: Finishes batches off beat's thread once started (on a server: SQLite has one
+        #: writer at a time, so the next batch would wait for it anyway).
         self._finisher: Finisher | None = None
         self._finishing: _Finishing | None = None
 
     def start(self) -> None:
         """Start what finishes batches off beat's thread, when beat really starts: Celery
         also builds a scheduler it never runs, for its banner."""
-        if self.store.database.is_postgres and self._finisher is None:
+        if not self.store.database.is_sqlite and self._finisher is None:
             self._finisher = Finisher(self.store, self.settings.finishing_process)
 
     def fire(
@@ -231,7 +233,7 @@ class FireSequence:
         ``stopping`` says SIGTERM came: a batch not yet recorded is let go at once.
         ``more_due``: the claim was full, more rows may be due behind these
         (see :func:`~bridge.rules.decisions.catchup_share`); the batch is then
-        marked sent and advanced off beat's thread (PostgreSQL), while the caller goes on
+        marked sent and advanced off beat's thread (on a server), while the caller goes on
         (see :meth:`finish`).
         ``catchup_limit``: the occurrences a row under catch-up ``all`` sends at
         most, when the tick shares them among more rows than these.

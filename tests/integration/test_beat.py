@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, text
 
 from bridge.rules.fire import OLDEST_OPEN_READ
 from tests.support import Env, execute, rows, wait_for
@@ -228,17 +229,21 @@ def add_every_second(env: Env, prefix: str, count: int) -> None:
     """``count`` schedules every second, all due now, written straight into the table (a
     burst each second: several full batches)."""
     now = datetime.now(UTC)
-    execute(
-        env.database_url,
-        "INSERT INTO periodic_task (name, task, args, kwargs, options, timer, timezone,"
-        " anchor, enabled, nextrun, overlap, source, broken, created_at, updated_at,"
-        " total_run_count, skipped_count, missed_count) SELECT :prefix || lpad(i::text, 3, '0'),"
-        " 'workers.app.quick', '[]', '{}', '{}', 'every 1s', 'UTC', :t, true, :t, 'allow',"
-        " 'api', false, :t, :t, 0, 0, 0 FROM generate_series(1, :count) AS i",
-        t=now,
-        prefix=prefix,
-        count=count,
-    )
+    engine = create_engine(env.database_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                text(
+                    "INSERT INTO periodic_task (name, task, args, kwargs, options, timer,"
+                    " timezone, anchor, enabled, nextrun, overlap, source, broken, created_at,"
+                    " updated_at, total_run_count, skipped_count, missed_count) VALUES (:name,"
+                    " 'workers.app.quick', '[]', '{}', '{}', 'every 1s', 'UTC', :t, true, :t,"
+                    " 'allow', 'api', false, :t, :t, 0, 0, 0)"
+                ),
+                [{"name": f"{prefix}{i:03d}", "t": now} for i in range(1, count + 1)],
+            )
+    finally:
+        engine.dispose()
 
 
 def children(pid: int) -> list[int]:
@@ -256,11 +261,11 @@ def alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the finishing process is Linux's")
-def test_the_finishing_process_dies_with_a_killed_beat_and_is_optional(pg_env: Env) -> None:
-    """Beat on PostgreSQL forks one finishing process as it starts, which dies at once when
-    beat is SIGKILLed (it must not outlive beat holding a connection); with
+def test_the_finishing_process_dies_with_a_killed_beat_and_is_optional(server_env: Env) -> None:
+    """Beat on PostgreSQL or MariaDB forks one finishing process as it starts, which dies at
+    once when beat is SIGKILLed (it must not outlive beat holding a connection); with
     ``bridge_finishing_process`` false beat starts none and still fires."""
-    env = pg_env
+    env = server_env
     env.cli("add", "tick", "--task", "workers.app.quick", "--timer", "every 1s")
     beat = env.start("beat")
     beat.wait_log("fired", timeout=30)
@@ -276,11 +281,11 @@ def test_the_finishing_process_dies_with_a_killed_beat_and_is_optional(pg_env: E
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the finishing process is Linux's")
 def test_a_finishing_process_killed_mid_burst_leaves_a_thread_and_no_run_lost(
-    pg_env: Env,
+    server_env: Env,
 ) -> None:
     """Kill the finishing process while full batches go out every second: its batch fails
     and is resumed, a thread finishes from then on, and every row sent is advanced."""
-    env = pg_env
+    env = server_env
     add_every_second(env, "k", 400)
     beat = env.start("beat")
     beat.wait_log("/bridge-finish] bridge: fired", timeout=30)

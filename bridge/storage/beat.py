@@ -222,7 +222,7 @@ class BeatStore:
                 .where(_TABLE.c.id.in_(chosen))
                 .values(worker=values["instance"], marked=values["now"])
             )
-            found = changed_rows(session, claim, _TABLE.c.id, *_TABLE.c)
+            found = changed_rows(session, claim, _TABLE.c.id, *_TABLE.c, by_key=True)
             rows = [Row(**row._asdict()) for row in found]
         else:
             rows = _values(session, _claim_statement(dialect, part, bool(values["besides"])), bound)
@@ -374,6 +374,7 @@ class BeatStore:
                 .values(marked=now),
                 PeriodicTask.id,
                 PeriodicTask.id,
+                by_key=True,
             )
             return {schedule_id for (schedule_id,) in renewed}
 

@@ -300,6 +300,7 @@ def finish_runs(
         TaskExecution.id,
         TaskExecution.id,
         TaskExecution.periodic_task_id,
+        by_key=True,
     )
     ids = [run_id for run_id, _ in finished]
     if status is RunStatus.LOST:
@@ -398,7 +399,14 @@ def _mark_sent_statements(dialect: str) -> _MarkSent:
     )
     return _MarkSent(
         dialect,
-        select(runs.id).where(run_ids, unsent).order_by(runs.id).with_for_update(),
+        select(runs.id)
+        .where(run_ids, unsent)
+        .order_by(runs.id)
+        .with_for_update()
+        # MySQL and MariaDB would read (and lock) the runs through the status index:
+        # every pending run, other batches' too, in no id order, which deadlocked
+        # with the workers recording theirs.
+        .with_hint(_RUN_TABLE, "FORCE INDEX (PRIMARY)", dialect_name="mysql"),
         mark_runs,
         select(schedules.id).where(*named).order_by(schedules.id).with_for_update(),
         update(_SCHEDULE_TABLE).where(*named).values(last_status=bindparam("sent")),

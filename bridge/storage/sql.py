@@ -112,21 +112,30 @@ def upserting(
 
 
 def changed_rows(
-    session: Session, statement: Update | Delete, key: Any, *columns: Any
+    session: Session, statement: Update | Delete, key: Any, *columns: Any, by_key: bool = False
 ) -> Sequence[Any]:
     """Run ``statement`` and return ``columns`` of the rows it changed (after an ``UPDATE``,
     before a ``DELETE``), by ``RETURNING``.
 
     MySQL has no ``RETURNING`` (MariaDB has it on ``INSERT`` and ``DELETE`` only):
     there the rows the statement's ``WHERE`` finds are locked and their ``key``
-    read first, and the statement then changes those rows alone, by ``key``, in
-    the same transaction.
+    (the primary key) read first, and the statement then changes those rows
+    alone, by ``key``, in the same transaction. ``by_key``: the statement picks
+    its rows from a list of keys, and they are locked through the primary key,
+    in key order. Left to itself the server may read them through another index
+    (one that covers the key, or one of a status the statement also checks),
+    locking the rows it reads there beyond the list, in another order, and
+    deadlocking with a writer that locks them by key.
     """
     if not is_mysql(session):
         returning = statement.returning(*columns)
         return session.execute(returning.execution_options(synchronize_session=False)).all()
     where = statement.whereclause if statement.whereclause is not None else text("1 = 1")
-    keys = session.scalars(select(key).where(where).with_for_update()).all()
+    locking = select(key).where(where).with_for_update()
+    if by_key:
+        table = key.expression.table
+        locking = locking.with_hint(table, "FORCE INDEX (PRIMARY)", "mysql").order_by(key)
+    keys = session.scalars(locking).all()
     if not keys:
         return []
     chosen = statement.where(key.in_(keys)).execution_options(synchronize_session=False)

@@ -7,7 +7,9 @@ schedules (``tests/peers/django_source.py``: Django's migrations and the
 package's models, on PostgreSQL and on SQLite; ``tests/peers/redbeat_source.py``:
 ``RedBeatSchedulerEntry`` on Redis). The bridge then imports them, compares
 the next fire times with Celery's, disables the source, and a real beat fires
-what was imported.
+what was imported. The move of docs/migrating.md is walked command by command
+with django-celery-beat's own beat running beside the bridge's
+(``tests/peers/django_beat.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -263,3 +266,93 @@ def test_redbeat_moves_in_and_fires(
         60,
         what="a run of every-3s",
     )
+
+
+def old_beat(env: Env, peer_python: Path, source: str, name: str) -> support.CeleryProcess:
+    """django-celery-beat's own beat on the source (``tests/peers/django_beat.py``), stopped
+    with the test's other processes."""
+    assert env.broker_url is not None
+    process = support.CeleryProcess(
+        name,
+        [str(peer_python), "-m", "celery", "-A", "django_beat", "beat", "-l", "info",
+         "-s", str(env.workdir / f"{name}-schedule")],
+        env.workdir,
+        {
+            **os.environ,
+            "PYTHONPATH": str(PEERS),
+            "SOURCE_DATABASE_URL": source,
+            "SOURCE_BROKER_URL": env.broker_url,
+            "SOURCE_QUEUE": "source",
+        },
+    )  # fmt: skip
+    env.processes.append(process)
+    return process
+
+
+def sent_by(beat: support.CeleryProcess, name: str) -> int:
+    """How often django-celery-beat's beat has sent schedule ``name``."""
+    return beat.log.count(f"Sending due task {name} ")
+
+
+def bridge_runs(env: Env, name: str) -> int:
+    found = rows(
+        env.database_url,
+        "SELECT r.id FROM task_execution r JOIN periodic_task p ON p.id = r.periodic_task_id"
+        " WHERE p.name = :name",
+        name=name,
+    )
+    return len(found)
+
+
+def test_a_django_project_on_mariadb_moves_over_side_by_side_and_back(
+    mariadb_env: Env, peer_python: Path
+) -> None:
+    """docs/migrating.md, walked command by command: a django-celery-beat store on MariaDB
+    moves into a bridge store of its own, both beats running side by side, then back."""
+    env = mariadb_env
+    with support.mysql_database("bridge_django_") as database:
+        source = database.replace("+pymysql://", "://")
+        peer(peer_python, "django_source.py", SOURCE_DATABASE_URL=source)
+        move = ("import", "--from", "django-celery-beat", source)
+        accept = ("--approximate", "--allow-unknown-task")
+
+        # 1. Look first: nothing written, every fire time as Celery's.
+        dry = env.cli(*move, "--dry-run", *accept)
+        assert "<- differs" not in dry.stdout
+        assert dry.stdout.strip().splitlines()[-1].startswith("dry run, nothing written:")
+        assert bridge_runs(env, "every-2s") == 0
+
+        # 2. Side by side: the schedules paused in the bridge, the old beat firing them.
+        paused = env.cli(*move, "--paused", *accept)
+        assert "created 12" in paused.stdout
+        env.start("worker")
+        env.start("beat")
+        first = old_beat(env, peer_python, source, "old-beat-0")
+        wait_for(lambda: sent_by(first, "every-2s") >= 3, 60, what="the old beat's sends")
+        assert bridge_runs(env, "every-2s") == 0, "paused in the bridge: one beat fires it"
+
+        # 3. Take over: stop the old beat, import again disabling the source.
+        assert first.stop() == 0
+        done = env.cli(*move, "--disable-source", *accept)
+        # Created since: the old beat's own celery.backend_cleanup entry.
+        assert "refused 0" in done.stdout and "disabled in the source" in done.stdout
+        shown = peer(peer_python, "django_source.py", "show", SOURCE_DATABASE_URL=source)
+        assert [name for name, row in json.loads(shown).items() if row["enabled"]] == []
+        wait_for(lambda: bridge_runs(env, "every-2s") >= 2, 60, what="the bridge's runs")
+        again = old_beat(env, peer_python, source, "old-beat-1")
+        again.wait_log("beat: Starting...", timeout=60)
+        time.sleep(5)
+        assert sent_by(again, "every-2s") == 0, "disabled in the source"
+
+        # 4. Roll back: pause in the bridge, enable in the source, restart the old beat.
+        env.cli("pause", "--label", "from:django-celery-beat", "--note", "rolled back")
+        support.execute(
+            database,
+            "UPDATE django_celery_beat_periodictask SET enabled = true, last_run_at = now()"
+            " WHERE name IN ('every-2s', 'weekday-0230-berlin')",
+        )
+        assert again.stop() == 0
+        after = bridge_runs(env, "every-2s")
+        back = old_beat(env, peer_python, source, "old-beat-2")
+        wait_for(lambda: sent_by(back, "every-2s") >= 3, 60, what="the old beat firing again")
+        assert bridge_runs(env, "every-2s") == after, "paused in the bridge"

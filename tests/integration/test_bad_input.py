@@ -21,9 +21,9 @@ from tests.support import REPO, Env, rows
 HUGE = "99999999999999999999999"
 
 
-@pytest.fixture(params=["embedded_env", "pg_env"])
+@pytest.fixture(params=["embedded_env", "pg_env", "mariadb_env"])
 def env(request: pytest.FixtureRequest) -> Env:
-    """The CLI on SQLite and on PostgreSQL: huge numbers failed differently on each."""
+    """The CLI on SQLite, PostgreSQL and MariaDB: huge numbers failed differently on each."""
     found: Env = request.getfixturevalue(request.param)
     return found
 
@@ -164,11 +164,13 @@ def test_a_missing_extra_is_named_at_migrate_beat_start_and_first_send(
         assert remedy in beat.log and "Traceback" not in beat.log, beat.log
 
 
-def test_text_and_json_no_store_can_keep_are_refused_at_the_cli_and_import(pg_env: Env) -> None:
+def test_text_and_json_no_store_can_keep_are_refused_at_the_cli_and_import(
+    server_env: Env,
+) -> None:
     """Lone surrogates (a byte that is not UTF-8 in an argument arrives as one), NUL,
     NaN and Infinity: each refused naming its field, with nothing written, by the CLI and
-    by ``bridge import``; the schedule reads back as it was."""
-    env = pg_env
+    by ``bridge import``, on PostgreSQL and MariaDB; the schedule reads back as it was."""
+    env = server_env
     env.cli("add", "job", "--task", QUICK, "--timer", "every 1h", "--kwargs", '{"a": "é"}')
     before = schedules(env), rows(env.database_url, "SELECT * FROM audit_log ORDER BY id")
     add = ["add", "new", "--task", QUICK, "--timer", "@daily"]

@@ -23,8 +23,10 @@ from sqlalchemy import DateTime, Float, Text
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.schema import CreateTable
 
+from bridge.storage.sql import BINARY
+
 #: The options of every table the migrations create.
-TABLE_OPTIONS = "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+TABLE_OPTIONS = f"ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE={BINARY}"
 
 
 @compiles(DateTime, "mysql")

@@ -38,6 +38,7 @@ from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.storage.lifecycle import count_unsettled, settle_runs
 from bridge.storage.models import OPEN_RUNS, PeriodicTask, TaskExecution, UTCDateTime
 from bridge.storage.sql import (
+    BINARY,
     among,
     changed_rows,
     dialect_of,
@@ -383,7 +384,7 @@ def _mark_sent_statements(dialect: str) -> _MarkSent:
         sent_json = json_rows("sent_runs", {"id": runs.id.type, "expires_at": UTCDateTime()})
         mark_runs = (
             update(_RUN_TABLE)
-            .where(runs.id == sent_json.c.id, unsent)
+            .where(runs.id == sent_json.c.id.collate(BINARY), unsent)
             .values(**values, expires_at=sent_json.c.expires_at)
         )
     else:

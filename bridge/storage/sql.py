@@ -227,8 +227,9 @@ def json_rows(name: str, columns: Mapping[str, Any]) -> Subquery:
     PyMySQL runs an ``executemany`` of an ``UPDATE`` as one statement per row, a
     round trip each: a batch of 500 rows cost beat 500 waits on the server. One
     JSON text carries the batch in one statement, as :func:`unnest_bound` does on
-    PostgreSQL. A string column compares in the tables' binary collation
-    (``COLLATE utf8mb4_bin``): the JSON's own would not match theirs.
+    PostgreSQL. A string column is in the JSON's collation, not the tables'
+    binary one: compare it with :data:`BINARY` applied (``.collate(BINARY)``),
+    which MySQL and MariaDB both take there and which keeps the table's index.
     """
     defined = ", ".join(
         f"{key} {_json_table_type(kind)} PATH '$[{at}]'"
@@ -239,6 +240,11 @@ def json_rows(name: str, columns: Mapping[str, Any]) -> Subquery:
         f" AS {name}_json"
     ).columns(*(column(key, kind) for key, kind in columns.items()))
     return rows.subquery(name)
+
+
+#: The collation of every table on MySQL and MariaDB (``bridge.storage.mysql``), in which
+#: names compare as on PostgreSQL.
+BINARY = "utf8mb4_bin"
 
 
 def json_values(name: str, rows: Iterable[Sequence[Any]]) -> dict[str, str]:
@@ -269,9 +275,9 @@ def _json_table_type(kind: Any) -> str:
     if isinstance(kind, Float):
         return "DOUBLE"
     if isinstance(kind, String) and not isinstance(kind, Text) and kind.length:
-        return f"VARCHAR({kind.length}) COLLATE utf8mb4_bin"
+        return f"VARCHAR({kind.length})"
     if isinstance(kind, String):
-        return "LONGTEXT COLLATE utf8mb4_bin"
+        return "LONGTEXT"
     raise TypeError(f"no JSON_TABLE column type for {kind!r}")
 
 

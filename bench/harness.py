@@ -222,7 +222,7 @@ def database(kind: str, admin_url: str, folder: Path, keep: bool = False) -> Ite
 #: What tells when a server started, in seconds since the epoch: PostgreSQL knows the
 #: instant; MariaDB and MySQL know their uptime in whole seconds.
 _STARTED = {
-    "postgresql": "SELECT extract(epoch FROM pg_server_started_time())",
+    "postgresql": "SELECT extract(epoch FROM pg_postmaster_start_time())",
     "mysql": "SELECT UNIX_TIMESTAMP(NOW(6)) - VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS"
     " WHERE VARIABLE_NAME = 'UPTIME'",
 }

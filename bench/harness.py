@@ -139,6 +139,8 @@ def patiently(work: Callable[[], T], timeout: float = 90.0) -> T:
             time.sleep(1.0)
 
 
+#: The server of a URL's backend: SQLAlchemy names MariaDB's own dialect ``mariadb``.
+_SERVERS = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql"}
 #: How each server's SQL creates and drops a database named ``{}``.
 _CREATE_DROP = {
     "postgresql": ('CREATE DATABASE "{}"', 'DROP DATABASE IF EXISTS "{}" WITH (FORCE)'),
@@ -154,8 +156,8 @@ def server_database(admin_url: str, prefix: str, keep: bool = False) -> Iterator
     It is dropped afterwards unless ``keep``, waiting out a restart of the
     server (other tests cause them).
     """
-    backend = make_url(admin_url).get_backend_name()
-    if backend not in _CREATE_DROP:
+    backend = _SERVERS.get(make_url(admin_url).get_backend_name())
+    if backend is None:
         raise SetupError(f"{safe_url(admin_url)}: not a PostgreSQL, MariaDB or MySQL URL")
     create, drop = _CREATE_DROP[backend]
     name = f"{prefix}{uuid.uuid4().hex[:10]}"
@@ -219,22 +221,19 @@ def database(kind: str, admin_url: str, folder: Path, keep: bool = False) -> Ite
                 )
 
 
-#: What tells when a server started, in seconds since the epoch: PostgreSQL knows the
-#: instant; MariaDB and MySQL know their uptime in whole seconds.
-_STARTED = {
-    "postgresql": "SELECT extract(epoch FROM pg_postmaster_start_time())",
-    "mysql": "SELECT UNIX_TIMESTAMP(NOW(6)) - VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS"
-    " WHERE VARIABLE_NAME = 'UPTIME'",
-}
-
-
 def server_started(url: str) -> float:
     """When the database server of ``url`` was started, in seconds since the epoch: it
-    changes when the server restarts (see :func:`restarted`)."""
+    changes when the server restarts (see :func:`restarted`). PostgreSQL knows the
+    instant; MariaDB and MySQL their uptime in whole seconds (``SHOW GLOBAL STATUS``:
+    MySQL 8 has no ``information_schema.GLOBAL_STATUS``)."""
     engine = create_engine(url, poolclass=NullPool)
     try:
         with engine.connect() as connection:
-            return float(connection.scalar(text(_STARTED[engine.dialect.name])))
+            if engine.dialect.name == "postgresql":
+                query = "SELECT extract(epoch FROM pg_postmaster_start_time())"
+                return float(connection.scalar(text(query)))
+            _, uptime = connection.execute(text("SHOW GLOBAL STATUS LIKE 'Uptime'")).one()
+            return time.time() - float(uptime)
     except SQLAlchemyError as exc:
         raise SetupError(f"{safe_url(url)}: {first_line(exc)}") from exc
     finally:

@@ -69,9 +69,9 @@ def parse_options(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--changes", type=int, default=50, help="changes of each kind (50)")
     parser.add_argument(
         "--db",
-        choices=("all", *STORES),
-        default="all",
-        help="store(s) to measure (all: PostgreSQL, MariaDB, SQLite)",
+        choices=("both", "all", *STORES),
+        default="both",
+        help="store(s) to measure (both: PostgreSQL and SQLite; all: MariaDB too)",
     )
     parser.add_argument(
         "--poll-interval",
@@ -210,7 +210,7 @@ def report(options: argparse.Namespace, store: str, latencies: Latencies) -> boo
 def main(argv: Sequence[str] | None = None) -> int:
     options = parse_options(argv)
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
-    stores = STORES if options.db == "all" else (options.db,)
+    stores = {"both": ("postgresql", "sqlite"), "all": STORES}.get(options.db, (options.db,))
     print(f"pickup: {options.changes} changes of each kind ({', '.join(KINDS)}), seed {seed}")
 
     def run() -> int:

@@ -42,8 +42,9 @@ class Settings:
     lease_seconds: float = 30.0
     #: How many due rows one tick claims at most.
     batch_size: int = 500
-    #: On PostgreSQL and Linux, a burst's batches are marked sent and advanced by a
-    #: process of beat's own, beside the next batch (false: by a thread, sharing the core).
+    #: On PostgreSQL, MySQL or MariaDB and Linux, a burst's batches are marked sent and
+    #: advanced by a process of beat's own, beside the next batch (false: by a thread,
+    #: sharing the core).
     finishing_process: bool = True
     #: The longest beat sleeps before it looks at the table again, so that a
     #: schedule changed from outside is picked up within this many seconds.

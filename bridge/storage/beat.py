@@ -288,6 +288,7 @@ class BeatStore:
                     .where(among(session, TaskExecution.id, displaced))
                     .order_by(TaskExecution.id)
                     .with_for_update()
+                    .with_hint(TaskExecution, "FORCE INDEX (PRIMARY)", "mysql")
                 )
             held = set(
                 session.scalars(
@@ -535,7 +536,9 @@ def _write_plans(session: Session, rows: Sequence[Row]) -> None:
         session.connection().execute(
             _WRITE_PLANS_JSON,
             json_values(
-                "plans", ([row.id, *(getattr(row, c) for c in PLAN_COLUMNS)] for row in rows)
+                "plans",
+                ("row_id", *PLAN_COLUMNS),
+                ([row.id, *(getattr(row, c) for c in PLAN_COLUMNS)] for row in rows),
             ),
         )
         return

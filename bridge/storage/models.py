@@ -14,7 +14,9 @@ revisions under ``migrations/`` create exactly what is declared here.
 MySQL and MariaDB have no partial index: there the indexes declared with a
 ``WHERE`` are left out (``ddl_if``), but for ``ix_incident_open``, whose
 uniqueness the store relies on, which revision 0008 builds on a generated
-column instead (see :class:`Incident`). Their column types are the ones
+column instead (see :class:`Incident`), and ``ix_periodic_task_trouble``,
+which revision 0015 builds on a generated column ``troubled`` that the
+model leaves out too (read by ``bridge.storage.health`` alone). Their column types are the ones
 :mod:`bridge.storage.mysql` gives.
 """
 

@@ -337,7 +337,9 @@ def mark_sent(session: Session, runs: Sequence[Sent], now: datetime) -> None:
         sent = unnest_values("sent", {"id": run_ids, "expires_at": expiries})
         connection.execute(statements.mark_runs, {**sent, **times})
     elif statements.dialect == "mysql":
-        sent_json = json_values("sent_runs", ((run.run_id, run.expires_at) for run in runs))
+        sent_json = json_values(
+            "sent_runs", ("id", "expires_at"), ((run.run_id, run.expires_at) for run in runs)
+        )
         connection.execute(statements.mark_runs, {**sent_json, **times})
     else:
         connection.execute(

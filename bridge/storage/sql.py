@@ -131,14 +131,16 @@ def changed_rows(
         returning = statement.returning(*columns)
         return session.execute(returning.execution_options(synchronize_session=False)).all()
     where = statement.whereclause if statement.whereclause is not None else text("1 = 1")
+    table = key.expression.table
     locking = select(key).where(where).with_for_update()
     if by_key:
-        table = key.expression.table
         locking = locking.with_hint(table, "FORCE INDEX (PRIMARY)", "mysql").order_by(key)
     keys = session.scalars(locking).all()
     if not keys:
         return []
     chosen = statement.where(key.in_(keys)).execution_options(synchronize_session=False)
+    if by_key and isinstance(chosen, Update):  # MySQL takes no hint on a DELETE
+        chosen = chosen.with_hint("FORCE INDEX (PRIMARY)", table, "mysql")
     read = select(*columns).where(key.in_(keys))
     if isinstance(statement, Delete):
         gone = session.execute(read).all()
@@ -221,8 +223,8 @@ def _unnest(name: str, columns: Iterable[str], arrays: Sequence[Any]) -> TableVa
 
 def json_rows(name: str, columns: Mapping[str, Any]) -> Subquery:
     """Rows bound as one JSON text, for MySQL and MariaDB: ``JSON_TABLE(:name, '$[*]'
-    COLUMNS (...)) AS name``, each row an array of its columns' values in the order of
-    ``columns`` (each column's name and SQL type); bind them with :func:`json_values`.
+    COLUMNS (...)) AS name``, each row an object of its columns' values under their
+    names (``columns`` gives each name and SQL type); bind them with :func:`json_values`.
 
     PyMySQL runs an ``executemany`` of an ``UPDATE`` as one statement per row, a
     round trip each: a batch of 500 rows cost beat 500 waits on the server. One
@@ -230,10 +232,12 @@ def json_rows(name: str, columns: Mapping[str, Any]) -> Subquery:
     PostgreSQL. A string column is in the JSON's collation, not the tables'
     binary one: compare it with :data:`BINARY` applied (``.collate(BINARY)``),
     which MySQL and MariaDB both take there and which keeps the table's index.
+    A value the server cannot convert is an error (``ERROR ON ERROR``), not a
+    NULL written in its place.
     """
     defined = ", ".join(
-        f"{key} {_json_table_type(kind)} PATH '$[{at}]'"
-        for at, (key, kind) in enumerate(columns.items())
+        f"{key} {_json_table_type(kind)} PATH '$.{key}' ERROR ON ERROR"
+        for key, kind in columns.items()
     )
     rows = text(
         f"SELECT {', '.join(columns)} FROM JSON_TABLE(:{name}, '$[*]' COLUMNS ({defined}))"
@@ -247,17 +251,28 @@ def json_rows(name: str, columns: Mapping[str, Any]) -> Subquery:
 BINARY = "utf8mb4_bin"
 
 
-def json_values(name: str, rows: Iterable[Sequence[Any]]) -> dict[str, str]:
-    """The parameter of :func:`json_rows` named ``name``: the rows, each its columns' values
-    in order, as one JSON text (times in naive UTC, as the tables hold them; text as it
-    is, not escaped to ASCII, which would split a character outside the BMP into two
-    halves MariaDB's ``JSON_TABLE`` reads as nothing). ``name`` must be no other
-    parameter's of the statement."""
-    return {name: json.dumps(list(map(list, rows)), ensure_ascii=False, default=_json_value)}
+def json_values(name: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> dict[str, str]:
+    """The parameter of :func:`json_rows` named ``name``: the rows, each its values of
+    ``columns`` in that order, as one JSON text of objects.
+
+    A NULL is left out of its row, not written as JSON ``null``, which MySQL
+    before 8.0.21 stores as the text ``'null'`` in a text column: a missing
+    value is NULL on every server. Times go in naive UTC, as the tables hold
+    them; text as it is, not escaped to ASCII, which would split a character
+    outside the BMP into two halves MariaDB's ``JSON_TABLE`` reads as nothing.
+    ``name`` must be no other parameter's of the statement.
+    """
+    objects = [
+        {key: value for key, value in zip(columns, row, strict=True) if value is not None}
+        for row in rows
+    ]
+    return {name: json.dumps(objects, ensure_ascii=False, default=_json_value)}
 
 
 def _json_value(value: Any) -> Any:
     if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r} given; the bridge stores aware UTC times")
         return value.astimezone(UTC).replace(tzinfo=None).isoformat(sep=" ")
     if isinstance(value, Enum):
         return value.value

@@ -348,7 +348,8 @@ def test_a_django_project_on_mariadb_moves_over_side_by_side_and_back(
         env.cli("pause", "--label", "from:django-celery-beat", "--note", "rolled back")
         support.execute(
             database,
-            "UPDATE django_celery_beat_periodictask SET enabled = true, last_run_at = now()"
+            "UPDATE django_celery_beat_periodictask SET enabled = true,"
+            " last_run_at = UTC_TIMESTAMP(6)"
             " WHERE name IN ('every-2s', 'weekday-0230-berlin')",
         )
         assert again.stop() == 0

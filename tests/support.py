@@ -91,12 +91,14 @@ def postgres_database(prefix: str = "bridge_test_") -> Iterator[str]:
 @contextmanager
 def mysql_database(prefix: str = "bridge_test_") -> Iterator[str]:
     """A fresh, empty MariaDB (or MySQL) database ``<prefix><random>`` for one test, dropped
-    afterwards."""
+    afterwards. Its default character set is latin1, as on many an older server: the
+    bridge's tables are utf8mb4 whatever the database's default, and nothing of it may
+    lean on that default (a ``JSON_TABLE`` column did)."""
     with _fresh_database(
         "MariaDB",
         MYSQL_ADMIN_URL,
         prefix,
-        create="CREATE DATABASE `{}`",
+        create="CREATE DATABASE `{}` CHARACTER SET latin1",
         drop="DROP DATABASE IF EXISTS `{}`",
     ) as url:
         yield url

@@ -229,9 +229,9 @@ def json_rows(name: str, columns: Mapping[str, Any]) -> Subquery:
     PyMySQL runs an ``executemany`` of an ``UPDATE`` as one statement per row, a
     round trip each: a batch of 500 rows cost beat 500 waits on the server. One
     JSON text carries the batch in one statement, as :func:`unnest_bound` does on
-    PostgreSQL. A string column is in the JSON's collation, not the tables'
-    binary one: compare it with :data:`BINARY` applied (``.collate(BINARY)``),
-    which MySQL and MariaDB both take there and which keeps the table's index.
+    PostgreSQL. A string column is in the tables' character set but not their
+    binary collation: compare it with :data:`BINARY` applied
+    (``.collate(BINARY)``), which keeps the table's index.
     A value the server cannot convert is an error (``ERROR ON ERROR``), not a
     NULL written in its place.
     """
@@ -289,10 +289,12 @@ def _json_table_type(kind: Any) -> str:
         return "BIGINT"
     if isinstance(kind, Float):
         return "DOUBLE"
+    # In the tables' character set: a column's own would be the database's default,
+    # latin1 on many an older server, which cannot hold the text nor take BINARY.
     if isinstance(kind, String) and not isinstance(kind, Text) and kind.length:
-        return f"VARCHAR({kind.length})"
+        return f"VARCHAR({kind.length}) CHARACTER SET utf8mb4"
     if isinstance(kind, String):
-        return "LONGTEXT"
+        return "LONGTEXT CHARACTER SET utf8mb4"
     raise TypeError(f"no JSON_TABLE column type for {kind!r}")
 
 

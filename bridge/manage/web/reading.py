@@ -57,9 +57,14 @@ class SharedReading(Generic[T]):
             value, age = self._value, self._clock() - self._read_at
             if value is not None and age < self._fresh_for:
                 return value
-            if value is not None and age < self._stale_for and self._reading.locked():
-                return value
-        with self._reading:
+            stale = value if value is not None and age < self._stale_for else None
+        # The first caller reads; while it does, a caller with a reading it may hand out
+        # answers with that, and one without waits for the new reading.
+        if stale is None:
+            self._reading.acquire()
+        elif not self._reading.acquire(blocking=False):
+            return stale
+        try:
             with self._lock:  # made meanwhile, by the caller that read before this one
                 if self._value is not None and self._clock() - self._read_at < self._fresh_for:
                     return self._value
@@ -67,3 +72,5 @@ class SharedReading(Generic[T]):
             with self._lock:
                 self._value, self._read_at = value, self._clock()
             return value
+        finally:
+            self._reading.release()

@@ -62,6 +62,7 @@ from bench.harness import (
     start_all,
 )
 from bridge.config import Settings
+from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.models import PeriodicTask, TaskExecution
 
 APP = "bench.chaos_app"
@@ -74,7 +75,7 @@ RECORDED = select(func.count()).select_from(RUNS).scalar_subquery()
 OPEN = (
     select(func.count())
     .select_from(RUNS)
-    .where(RUNS.c.status.in_(("PENDING", "SENT", "RECEIVED", "STARTED", "RETRY")))
+    .where(RUNS.c.status.in_(sorted(NON_FINAL_STATUSES)))
     .scalar_subquery()
 )
 ENABLED = select(func.count()).select_from(SCHEDULES).where(SCHEDULES.c.enabled).scalar_subquery()

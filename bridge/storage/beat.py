@@ -537,7 +537,7 @@ def _write_plans(session: Session, rows: Sequence[Row]) -> None:
             _WRITE_PLANS_JSON,
             json_values(
                 "plans",
-                ("row_id", *PLAN_COLUMNS),
+                tuple(_PLAN_TYPES),
                 ([row.id, *(getattr(row, c) for c in PLAN_COLUMNS)] for row in rows),
             ),
         )
@@ -563,24 +563,24 @@ def _write_plans(session: Session, rows: Sequence[Row]) -> None:
     )
 
 
-#: A batch's advance on PostgreSQL: the columns apply_plan writes, one array per column.
-_PLANS = unnest_bound(
-    "plans", {"row_id": _TABLE.c.id.type, **{c: _TABLE.c[c].type for c in PLAN_COLUMNS}}
-)
-_WRITE_PLANS = (
-    update(_TABLE)
-    .where(_TABLE.c.id == _PLANS.c.row_id)
-    .values({c: _PLANS.c[c] for c in PLAN_COLUMNS})
-)
+#: What a batch's advance binds of each row, with its SQL type: its id, then the columns
+#: apply_plan writes.
+_PLAN_TYPES = {"row_id": _TABLE.c.id.type, **{c: _TABLE.c[c].type for c in PLAN_COLUMNS}}
+
+
+def _write_from(plans: Any) -> Update:
+    """The advance of the rows that ``plans`` (the batch, bound as a table) names by id."""
+    return (
+        update(_TABLE)
+        .where(_TABLE.c.id == plans.c.row_id)
+        .values({c: plans.c[c] for c in PLAN_COLUMNS})
+    )
+
+
+#: A batch's advance on PostgreSQL, one array per column.
+_WRITE_PLANS = _write_from(unnest_bound("plans", _PLAN_TYPES))
 #: The same on MySQL and MariaDB, the batch bound as one JSON text.
-_PLANS_JSON = json_rows(
-    "plans", {"row_id": _TABLE.c.id.type, **{c: _TABLE.c[c].type for c in PLAN_COLUMNS}}
-)
-_WRITE_PLANS_JSON = (
-    update(_TABLE)
-    .where(_TABLE.c.id == _PLANS_JSON.c.row_id)
-    .values({c: _PLANS_JSON.c[c] for c in PLAN_COLUMNS})
-)
+_WRITE_PLANS_JSON = _write_from(json_rows("plans", _PLAN_TYPES))
 
 
 def _values(

@@ -13,7 +13,7 @@ import itertools
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -85,9 +85,10 @@ def assert_recovered(env: Env, beat: CeleryProcess, outage: str, back: datetime)
     assert not gaps, f"occurrences missing or doubled between {gaps}"
 
 
-@pytest.mark.serial  # every other test's database goes down with it
-def test_postgres_restart_under_beat_and_worker(pg_env: Env) -> None:
-    env = pg_env
+def assert_database_outage_survived(env: Env, outage: Callable[[], None]) -> None:
+    """A schedule ticking and a run in flight when ``outage()`` takes the database away for
+    a while: beat survives and catches up, and the worker holds the outcome it reached
+    meanwhile, then writes it."""
     env.cli("add", "slowpoke", "--task", "workers.app.slow", "--timer", "@yearly",
             "--kwargs", '{"seconds": 5}')  # fmt: skip
     worker, beat = start_ticking(env)
@@ -95,12 +96,17 @@ def test_postgres_restart_under_beat_and_worker(pg_env: Env) -> None:
     # A run in flight when the database goes: it ends during the outage.
     env.cli("run", "slowpoke")
     wait_for(lambda: runs_of(env, "slowpoke")[0].status == "STARTED", 30, what="slowpoke start")
-    restart_postgres(down_seconds=8)
+    outage()
     assert_recovered(env, beat, "database", datetime.now(UTC))
     # The outcome reached during the outage was held by the worker, then written.
     wait_for(lambda: runs_of(env, "slowpoke")[0].status == "SUCCESS", 30, what="slowpoke")
     assert "holding run records until it is back" in worker.log
     assert "database back; wrote" in worker.log
+
+
+@pytest.mark.serial  # every other test's database goes down with it
+def test_postgres_restart_under_beat_and_worker(pg_env: Env) -> None:
+    assert_database_outage_survived(pg_env, lambda: restart_postgres(down_seconds=8))
 
 
 def test_mariadb_restart_under_beat_and_worker(
@@ -109,21 +115,16 @@ def test_mariadb_restart_under_beat_and_worker(
     """The same on MariaDB: its server of the test's own, so the outage is this test's
     alone. Beat's named lock goes with the server's sessions; it takes it again, and
     its rows stay its own (no other beat runs to take them)."""
-    env = Env(tmp_path, private_mariadb.url, redis_url)
-    env.cli("migrate")
-    try:
-        env.cli("add", "slowpoke", "--task", "workers.app.slow", "--timer", "@yearly",
-                "--kwargs", '{"seconds": 5}')  # fmt: skip
-        worker, beat = start_ticking(env)
-        env.cli("run", "slowpoke")
-        wait_for(lambda: runs_of(env, "slowpoke")[0].status == "STARTED", 30, what="slowpoke start")
+
+    def outage() -> None:
         private_mariadb.stop()
         time.sleep(8)
         private_mariadb.start()
-        assert_recovered(env, beat, "database", datetime.now(UTC))
-        wait_for(lambda: runs_of(env, "slowpoke")[0].status == "SUCCESS", 30, what="slowpoke")
-        assert "holding run records until it is back" in worker.log
-        assert "database back; wrote" in worker.log
+
+    env = Env(tmp_path, private_mariadb.url, redis_url)
+    env.cli("migrate")
+    try:
+        assert_database_outage_survived(env, outage)
     finally:
         env.kill_all()
 
@@ -138,7 +139,22 @@ def private_mariadb(tmp_path: Path) -> Iterator[MariaDBServer]:
         server.stop()
 
 
-class MariaDBServer:
+class PrivateServer:
+    """A server process of the test's own, stopped gently, then killed if it hangs."""
+
+    process: subprocess.Popen[bytes] | None = None
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
+
+
+class MariaDBServer(PrivateServer):
     """A MariaDB server of the test's own, from the machine's ``mariadbd`` and a data folder
     made by ``mariadb-install-db``, so that stopping it disturbs no other test."""
 
@@ -147,7 +163,6 @@ class MariaDBServer:
             unavailable("MariaDB server", "mariadb-install-db and /usr/sbin/mariadbd")
         self.workdir, self.port = workdir, port
         self.url = f"mysql+pymysql://root@127.0.0.1:{port}/bridge"
-        self.process: subprocess.Popen[bytes] | None = None
         user = f"--user={getpass.getuser()}"
         subprocess.run(
             ["mariadb-install-db", "--no-defaults", f"--datadir={workdir / 'data'}",
@@ -174,15 +189,6 @@ class MariaDBServer:
             admin.dispose()
             self.created = True
 
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(10)
-
 
 @pytest.fixture
 def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
@@ -194,14 +200,13 @@ def private_redis(tmp_path: Path) -> Iterator[RedisServer]:
         server.stop()
 
 
-class RedisServer:
+class RedisServer(PrivateServer):
     """A Redis of the test's own, so that restarting it disturbs nothing else."""
 
     def __init__(self, workdir: Path, port: int) -> None:
         workdir.mkdir()
         self.workdir, self.port = workdir, port
         self.url = f"redis://127.0.0.1:{port}/0"
-        self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.process = subprocess.Popen(
@@ -213,11 +218,6 @@ class RedisServer:
 
         client = redis.Redis.from_url(self.url)
         wait_for(lambda: _pings(client), 20, what="the private Redis to start")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(20)
 
 
 def _pings(client: Any) -> bool:

@@ -70,6 +70,21 @@ class Deployment:
     def run_status(self, run_id: str) -> str:
         return str(self.reader.get(f"/api/v1/runs/{run_id}").json()["status"])
 
+    def change(self, path: str, expected: int, **request: Any) -> httpx.Response:
+        """``POST path`` as the admin, sent again while the server answers that the
+        database ended it in a conflict (a documented 503: on MariaDB a change may meet
+        the workers' and beat's writes in a deadlock); its answer, which must be
+        ``expected``."""
+
+        def answered() -> httpx.Response | None:
+            answer = self.admin.post(path, **request)
+            if answer.status_code == 503 and "conflict" in answer.json()["message"]:
+                return None
+            assert answer.status_code == expected, answer.text
+            return answer
+
+        return wait_for(answered, 30, what=f"an answer to POST {path}")
+
 
 @pytest.fixture(scope="module", params=["postgres", "mariadb"])
 def deployment(
@@ -521,9 +536,10 @@ def test_backfill_sends_each_occurrence_once(deployment: Deployment) -> None:
     end = now.replace(minute=now.minute // 10 * 10, second=0, microsecond=0) - timedelta(hours=1)
     start = end - timedelta(minutes=40)
     body = {"from": start.isoformat(), "to": end.isoformat()}
-    first = deployment.admin.post("/api/v1/schedules/backfilled/backfill", json=body).json()
+    path = "/api/v1/schedules/backfilled/backfill"
+    first = deployment.change(path, 201, json=body).json()
     assert (len(first["created"]), first["existing"]) == (5, 0)
-    second = deployment.admin.post("/api/v1/schedules/backfilled/backfill", json=body).json()
+    second = deployment.change(path, 201, json=body).json()
     assert (len(second["created"]), second["existing"]) == (0, 5)
     wait_for(
         lambda: len(deployment.runs("backfilled", status="SUCCESS", trigger="backfill")) == 5,
@@ -803,15 +819,8 @@ def test_health_incidents_silence_and_prune(deployment: Deployment) -> None:
     loud = deployment.admin.delete("/api/v1/schedules/web-failing/silence")
     assert loud.json()["silenced_until"] is None
 
-    # A schedule failing every second: on MariaDB the pause may meet the workers' and
-    # beat's writes to its row in a deadlock, which the server answers 503; a client
-    # asks again.
-    def pause() -> httpx.Response | None:
-        answer = deployment.admin.post("/api/v1/schedules/web-failing/pause")
-        assert answer.status_code in (200, 503), answer.text
-        return answer if answer.status_code == 200 else None
-
-    wait_for(pause, 30, what="the pause")
+    # A schedule failing every second: its pause may meet a deadlock on MariaDB.
+    deployment.change("/api/v1/schedules/web-failing/pause", 200)
     counted = deployment.admin.post("/api/v1/prune", json={"dry_run": True}).json()
     assert counted["dry_run"] is True and counted["runs"] >= 0
     paused = 'bridge_schedule_health{schedule="web-failing",state="paused"} 1.0'

@@ -51,6 +51,7 @@ from bridge.storage.sql import (
     plain_rows,
     unnest_bound,
     unnest_values,
+    update_from_rows,
 )
 
 __all__ = [
@@ -568,19 +569,21 @@ def _write_plans(session: Session, rows: Sequence[Row]) -> None:
 _PLAN_TYPES = {"row_id": _TABLE.c.id.type, **{c: _TABLE.c[c].type for c in PLAN_COLUMNS}}
 
 
-def _write_from(plans: Any) -> Update:
+def _write_from(plans: Any, updating: Update) -> Update:
     """The advance of the rows that ``plans`` (the batch, bound as a table) names by id."""
-    return (
-        update(_TABLE)
-        .where(_TABLE.c.id == plans.c.row_id)
-        .values({c: plans.c[c] for c in PLAN_COLUMNS})
-    )
+    return updating.values({_TABLE.c[c]: plans.c[c] for c in PLAN_COLUMNS})
 
 
+_UNNESTED_PLANS = unnest_bound("plans", _PLAN_TYPES)
 #: A batch's advance on PostgreSQL, one array per column.
-_WRITE_PLANS = _write_from(unnest_bound("plans", _PLAN_TYPES))
+_WRITE_PLANS = _write_from(
+    _UNNESTED_PLANS, update(_TABLE).where(_TABLE.c.id == _UNNESTED_PLANS.c.row_id)
+)
+_JSON_PLANS = json_rows("plans", _PLAN_TYPES)
 #: The same on MySQL and MariaDB, the batch bound as one JSON text.
-_WRITE_PLANS_JSON = _write_from(json_rows("plans", _PLAN_TYPES))
+_WRITE_PLANS_JSON = _write_from(
+    _JSON_PLANS, update_from_rows(_TABLE, _JSON_PLANS, _TABLE.c.id == _JSON_PLANS.c.row_id)
+)
 
 
 def _values(

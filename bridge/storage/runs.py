@@ -52,6 +52,7 @@ from bridge.storage.sql import (
     unnest_bound,
     unnest_values,
     unnested,
+    update_from_rows,
 )
 
 _RUN_TABLE: Table = TaskExecution.__table__  # type: ignore[assignment]
@@ -374,26 +375,29 @@ def _mark_sent_statements(dialect: str) -> _MarkSent:
     unsent = runs.status == bindparam("pending")
     run_ids = one_of(runs.id, postgres=postgres, name="ids")
     now: BindParameter[datetime] = bindparam("now", type_=UTCDateTime())
-    values: dict[str, Any] = {"status": bindparam("sent"), "queued_at": now, "updated_at": now}
+    # Keyed by column: on MySQL the update names the batch's rows first.
+    values: dict[Any, Any] = {
+        runs.status: bindparam("sent"),
+        runs.queued_at: now,
+        runs.updated_at: now,
+    }
     if postgres:
         sent = unnest_bound("sent", {"id": runs.id.type, "expires_at": UTCDateTime()})
         mark_runs: Executable = (
             update(_RUN_TABLE)
             .where(runs.id == sent.c.id, unsent)
-            .values(**values, expires_at=sent.c.expires_at)
+            .values({**values, runs.expires_at: sent.c.expires_at})
         )
     elif dialect == "mysql":
         sent_json = json_rows("sent_runs", {"id": runs.id.type, "expires_at": UTCDateTime()})
-        mark_runs = (
-            update(_RUN_TABLE)
-            .where(runs.id == sent_json.c.id.collate(BINARY), unsent)
-            .values(**values, expires_at=sent_json.c.expires_at)
-        )
+        mark_runs = update_from_rows(
+            _RUN_TABLE, sent_json, runs.id == sent_json.c.id.collate(BINARY), unsent
+        ).values({**values, runs.expires_at: sent_json.c.expires_at})
     else:
         mark_runs = (
             update(_RUN_TABLE)
             .where(runs.id == bindparam("run_id"), unsent)
-            .values(**values, expires_at=bindparam("expires", type_=UTCDateTime()))
+            .values({**values, runs.expires_at: bindparam("expires", type_=UTCDateTime())})
         )
     named = (
         one_of(schedules.id, postgres=postgres, name="ids"),

@@ -4,6 +4,7 @@ is gone)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -244,3 +245,75 @@ def test_beat_reads_a_rows_oldest_open_runs_and_all_its_fire_may_have_recorded(
     else:
         expected = [*oldest, *recorded, "other"]
     assert [open_run.id for open_run in found[wanted.schedule_id]] == expected
+
+
+@contextmanager
+def holding(database: Database, schedule_id: int, run_id: str) -> Iterator[None]:
+    """A schedule and a run locked by another transaction, by their keys, as an edit in the
+    API or a worker's record does (SQLite locks the whole file: nothing there)."""
+    if database.engine.dialect.name == "sqlite":
+        yield
+        return
+    with database.engine.connect() as holder, holder.begin():
+        holder.execute(
+            select(PeriodicTask.id).where(PeriodicTask.id == schedule_id).with_for_update()
+        )
+        holder.execute(select(TaskExecution.id).where(TaskExecution.id == run_id).with_for_update())
+        yield
+
+
+HELD_RUN = "5d2c1b9e-7f0a-4c3e-8b6d-1a2f3e4d5c6b"
+
+
+def test_a_batch_fires_while_other_schedules_and_their_runs_are_held(api: Bridge) -> None:
+    """While another transaction holds another schedule and a run of its (an edit in the
+    API, a worker writing its record), beat fires a batch without waiting for it: each of
+    its statements locks the batch's own rows. Left to choose, MariaDB read a table of a
+    few rows whole to advance a batch and mark its runs sent, so locked every row, and beat
+    and the holder deadlocked."""
+    for name in ("fired", "held-1", "held-2", "held-3"):
+        api.add(name, task=QUICK, timer="every 1h")
+    now = utcnow()
+    with api.database.session() as session:
+        rows = {row.name: row for row in session.scalars(select(PeriodicTask))}
+        fired_row = rows["fired"]
+        fired_row.next_occurrence = fired_row.nextrun = fired_row.anchor
+        held = rows["held-2"].id
+        session.add(
+            TaskExecution(
+                id=HELD_RUN,
+                periodic_task_id=held,
+                task=QUICK,
+                plan_time=now - timedelta(minutes=1),
+                attempt=1,
+                trigger="scheduled",
+                status="SENT",
+                updated_at=now,
+            )
+        )
+    store = BeatStore(api.database)
+    fires = FireSequence(
+        Celery("locks-test", broker="memory://"),
+        Settings(),
+        store,
+        Housekeeping(api.database),
+        "beat-1",
+    )
+    fired: list[int] = []
+    with alive(api.database, "beat-1"):
+        claimed = store.claim_due("beat-1", now, LEASE, 10).rows
+        assert [row.name for row in claimed] == ["fired"]
+        with holding(api.database, held, HELD_RUN):
+            firing = threading.Thread(
+                target=lambda: fired.append(fires.fire(claimed, lambda: False))
+            )
+            firing.start()
+            firing.join(20)
+            done_while_held = not firing.is_alive()
+        firing.join()
+    assert done_while_held and fired == [1]
+    [run] = api.history("fired")
+    assert run.status == "SENT"
+    with api.database.session() as session:
+        row = session.scalars(select(PeriodicTask).where(PeriodicTask.name == "fired")).one()
+        assert row.worker is None and row.nextrun > now

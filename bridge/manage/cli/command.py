@@ -8,8 +8,7 @@ status 1: no traceback and no click usage block reaches the user.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
@@ -43,42 +42,3 @@ def fails_in_one_line(command: F) -> F:
             raise click.ClickException(f"database error: {error_reason(exc)}") from None
 
     return wrapper  # type: ignore[return-value]
-
-
-@contextmanager
-def usage_in_one_line() -> Iterator[None]:
-    """A usage error (unknown option or command, missing argument, bad value) as one
-    ``Error:`` line and exit status 1, like every other failure of the commands.
-
-    Only the help shown when no command is given stays as click prints it.
-    """
-    try:
-        yield
-    except click.exceptions.NoArgsIsHelpError:
-        raise
-    except click.MissingParameter as exc:
-        raise click.ClickException(" ".join(exc.format_message().split())) from None
-    except click.BadParameter as exc:
-        # A value a typed option refused: "count: got 'lots', expected a whole number ...".
-        name = exc.param.name if exc.param is not None and exc.param.name else "value"
-        raise click.ClickException(f"{name}: {exc.message}") from None
-    except click.UsageError as exc:
-        raise click.ClickException(" ".join(exc.format_message().split())) from None
-
-
-class OneLineGroup(click.Group):
-    """The ``bridge`` group: its usage errors and its commands' read as one line."""
-
-    def make_context(
-        self,
-        info_name: str | None,
-        args: list[str],
-        parent: click.Context | None = None,
-        **extra: Any,
-    ) -> click.Context:
-        with usage_in_one_line():
-            return super().make_context(info_name, args, parent, **extra)
-
-    def invoke(self, ctx: click.Context) -> Any:
-        with usage_in_one_line():
-            return super().invoke(ctx)

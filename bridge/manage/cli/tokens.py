@@ -10,8 +10,9 @@ from __future__ import annotations
 import click
 
 from bridge.clock import utcnow
-from bridge.manage.cli.command import OneLineGroup, bridge_of, fails_in_one_line
+from bridge.manage.cli.command import bridge_of, fails_in_one_line
 from bridge.manage.cli.formatting import echo_json, echo_table, local
+from bridge.manage.cli.group import OneLineGroup
 from bridge.manage.cli.options import json_option
 
 

@@ -177,7 +177,7 @@ def migrations_location() -> str:
     try:
         return str(resources.files("bridge.migrations"))
     except ModuleNotFoundError:
-        return str(Path(__file__).resolve().parent.parent / "migrations")
+        return str(Path(__file__).resolve().parents[2] / "migrations")
 
 
 #: Any error the database or its driver raised: a statement refused, a connection lost.

@@ -168,3 +168,18 @@ def test_the_wheel_lists_every_package_of_the_source() -> None:
         for init in root.rglob("__init__.py")
     }
     assert found - listed == set()
+
+
+def test_a_checkout_without_the_installed_mapping_finds_its_migrations(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Imported from a source checkout where ``bridge.migrations`` (the wheel's mapping of
+    ``migrations/``) is not importable, the store reads the checkout's ``migrations/``."""
+    from bridge.storage import database
+
+    def not_installed(package: str) -> None:
+        raise ModuleNotFoundError(package)
+
+    monkeypatch.setattr(database.resources, "files", not_installed)
+    assert Path(database.migrations_location()) == Path(bridge.__file__).parents[1] / "migrations"
+    assert database.shipped_revisions()[:2] == ("0001", "0002")

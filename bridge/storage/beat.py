@@ -11,12 +11,10 @@ import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
     ColumnElement,
-    Executable,
     Integer,
     Select,
     String,
@@ -38,20 +36,13 @@ from bridge.storage.database import Database
 from bridge.storage.lifecycle import CLAIMED_READ, PLAN_COLUMNS, apply_plan
 from bridge.storage.models import PeriodicTask, TaskExecution, UTCDateTime
 from bridge.storage.presence import claimable
+from bridge.storage.rows import Row, rows_of, write_rows
 from bridge.storage.runs import Sent
 from bridge.storage.sql import (
     among,
     changed_rows,
     dialect_of,
-    is_mysql,
-    is_postgres,
-    json_rows,
-    json_values,
     one_of,
-    plain_rows,
-    unnest_bound,
-    unnest_values,
-    update_from_rows,
 )
 
 __all__ = [
@@ -89,12 +80,6 @@ class Claimed(NamedTuple):
     @property
     def rows(self) -> list[Row]:
         return self.on_time + self.behind
-
-
-#: A ``periodic_task`` row as beat reads it: each column's value as an attribute. Not a
-#: mapped object: the ORM's bookkeeping of a batch's rows cost beat more CPU than deciding
-#: them, and beat writes what it changes in statements of its own.
-Row = SimpleNamespace
 
 
 @dataclass(frozen=True)
@@ -226,7 +211,7 @@ class BeatStore:
             found = changed_rows(session, claim, _TABLE.c.id, *_TABLE.c, by_key=True)
             rows = [Row(**row._asdict()) for row in found]
         else:
-            rows = _values(session, _claim_statement(dialect, part, bool(values["besides"])), bound)
+            rows = rows_of(session, _claim_statement(dialect, part, bool(values["besides"])), bound)
         return sorted(rows, key=lambda row: (row.nextrun or values["now"], row.id))
 
     def open_runs_of(self, schedule_ids: Sequence[int]) -> dict[int, list[OpenRun]]:
@@ -355,7 +340,11 @@ class BeatStore:
                 apply_plan(session, row, step.claimed, step.plan, step.sent, now, last_status)
                 if not row.enabled:
                     done.finished[row.id] = row.note
-            _write_plans(session, [held[a.claimed.id] for a in advances if a.claimed.id in held])
+            write_rows(
+                session,
+                [held[a.claimed.id] for a in advances if a.claimed.id in held],
+                PLAN_COLUMNS,
+            )
         if done.lost:
             self.release(instance, done.lost)
         return done
@@ -385,7 +374,7 @@ class BeatStore:
     ) -> dict[int, Row]:
         """Those of the rows as they are now whose mark ``instance`` still holds, by id."""
         with self.database.session() as session:
-            rows = _values(session, _held(session, schedule_ids, instance, marked))
+            rows = rows_of(session, _held(session, schedule_ids, instance, marked))
         return {row.id: row for row in rows}
 
     def disable(self, notes: dict[int, str], instance: str, now: datetime) -> None:
@@ -513,86 +502,6 @@ def _disable(
         )
 
 
-#: One row's advance on SQLite: the columns apply_plan writes, by id (run once per row).
-_WRITE_PLAN = (
-    update(_TABLE)
-    .where(_TABLE.c.id == bindparam("row_id"))
-    .values({c: bindparam(f"new_{c}", type_=_TABLE.c[c].type) for c in PLAN_COLUMNS})
-)
-
-
-def _write_plans(session: Session, rows: Sequence[Row]) -> None:
-    """Write :data:`PLAN_COLUMNS` of advanced rows, each its own values.
-
-    On PostgreSQL one statement updates the batch from one array per column
-    (:func:`bridge.storage.sql.unnest_bound`), on MySQL and MariaDB from one JSON
-    text (:func:`bridge.storage.sql.json_rows`). Run once per row, even pipelined,
-    the update had beat bind and convert every row's parameters and the
-    server run a statement per row: a burst went a sixth faster without it
-    (docs/performance.md).
-    """
-    if not rows:
-        return
-    if is_mysql(session):
-        session.connection().execute(
-            _WRITE_PLANS_JSON,
-            json_values(
-                "plans",
-                tuple(_PLAN_TYPES),
-                ([row.id, *(getattr(row, c) for c in PLAN_COLUMNS)] for row in rows),
-            ),
-        )
-        return
-    if not is_postgres(session):
-        session.connection().execute(
-            _WRITE_PLAN,
-            [
-                {"row_id": row.id, **{f"new_{c}": getattr(row, c) for c in PLAN_COLUMNS}}
-                for row in rows
-            ],
-        )
-        return
-    session.connection().execute(
-        _WRITE_PLANS,
-        unnest_values(
-            "plans",
-            {
-                "row_id": [row.id for row in rows],
-                **{c: [getattr(row, c) for row in rows] for c in PLAN_COLUMNS},
-            },
-        ),
-    )
-
-
-#: What a batch's advance binds of each row, with its SQL type: its id, then the columns
-#: apply_plan writes.
-_PLAN_TYPES = {"row_id": _TABLE.c.id.type, **{c: _TABLE.c[c].type for c in PLAN_COLUMNS}}
-
-
-def _write_from(plans: Any, updating: Update) -> Update:
-    """The advance of the rows that ``plans`` (the batch, bound as a table) names by id."""
-    return updating.values({_TABLE.c[c]: plans.c[c] for c in PLAN_COLUMNS})
-
-
-_UNNESTED_PLANS = unnest_bound("plans", _PLAN_TYPES)
-#: A batch's advance on PostgreSQL, one array per column.
-_WRITE_PLANS = _write_from(
-    _UNNESTED_PLANS, update(_TABLE).where(_TABLE.c.id == _UNNESTED_PLANS.c.row_id)
-)
-_JSON_PLANS = json_rows("plans", _PLAN_TYPES)
-#: The same on MySQL and MariaDB, the batch bound as one JSON text.
-_WRITE_PLANS_JSON = _write_from(
-    _JSON_PLANS, update_from_rows(_TABLE, _JSON_PLANS, _TABLE.c.id == _JSON_PLANS.c.row_id)
-)
-
-
-def _values(
-    session: Session, statement: Executable, bound: Mapping[str, Any] | None = None
-) -> list[Row]:
-    """The whole ``periodic_task`` rows ``statement`` reads (or returns), as :data:`Row` values."""
-    return [Row(**found) for found in plain_rows(session, statement, bound)]
-
-
 def _held(
     session: Session, schedule_ids: Sequence[int], instance: str, marked: datetime, *columns: Any
 ) -> Select[Any]:
@@ -616,4 +525,4 @@ def _locked(
     statement = (
         _held(session, schedule_ids, instance, marked).order_by(PeriodicTask.id).with_for_update()
     )
-    return {row.id: row for row in _values(session, statement)}
+    return {row.id: row for row in rows_of(session, statement)}

@@ -20,8 +20,9 @@ from sqlalchemy.orm import Session
 from bridge.rules.kinds import RunStatus
 from bridge.rules.records import Change, Effects
 from bridge.storage.database import Database
-from bridge.storage.lifecycle import settle_run
+from bridge.storage.lifecycle import SETTLE_COLUMNS, settle_run
 from bridge.storage.models import PeriodicTask, TaskExecution, WorkerInstance
+from bridge.storage.rows import Row, locked_rows, write_rows
 from bridge.storage.sql import insert_skipping, one_of, upsert
 
 #: One run's merged changes, by its id.
@@ -38,8 +39,6 @@ class _Statements:
     #: One status, copied to the schedules whose latest run is one of the runs that took
     #: it. (A run belongs to one schedule, so the two lists need not be paired.)
     show_status: Update
-    #: The schedules of a batch's runs, locked in id order.
-    lock_schedules: Select[Any]
 
     @staticmethod
     @functools.cache
@@ -63,10 +62,6 @@ class _Statements:
                 one_of(PeriodicTask.last_run_id, postgres=postgres, name="runs"),
             )
             .values(last_status=bindparam("status")),
-            lock_schedules=select(PeriodicTask)
-            .where(one_of(PeriodicTask.id, postgres=postgres, name="schedules"))
-            .order_by(PeriodicTask.id)
-            .with_for_update(),
         )
 
 
@@ -148,12 +143,8 @@ def _apply_to_schedules(session: Session, statements: _Statements, effects: Effe
             parameters = {"schedules": ids, "runs": run_ids, "status": status.value}
             session.connection().execute(statements.show_status, parameters)
         return
-    schedules = {
-        row.id: row
-        for row in session.scalars(
-            statements.lock_schedules, {"schedules": sorted(set(schedule_of.values()))}
-        )
-    }
+    schedules = locked_rows(session, list(schedule_of.values()))
+    before = {key: _shown(row) for key, row in schedules.items()}
     for run_id, schedule_id in schedule_of.items():
         row = schedules.get(schedule_id)
         if row is not None and row.last_run_id == run_id:
@@ -166,3 +157,14 @@ def _apply_to_schedules(session: Session, statements: _Statements, effects: Effe
             settle_run(
                 session, row, run_id, effects.outcome(run_id), effects.values[run_id]["updated_at"]
             )
+    changed = [row for key, row in sorted(schedules.items()) if _shown(row) != before[key]]
+    write_rows(session, changed, _SHOWN)
+
+
+#: What recording runs changes of their schedules' rows: the status of the latest run,
+#: and what the settlement of those that ended changes.
+_SHOWN = ("last_status", *SETTLE_COLUMNS)
+
+
+def _shown(row: Row) -> tuple[Any, ...]:
+    return tuple(getattr(row, column) for column in _SHOWN)

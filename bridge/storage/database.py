@@ -102,6 +102,22 @@ def _prepare_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _send_arrays_binary(engine: Engine) -> None:
+    """Send lists to PostgreSQL in the binary format.
+
+    A batch's values go as one array per column (:func:`bridge.storage.sql.unnest_bound`),
+    and psycopg writes a list in the text format unless told otherwise: element by
+    element in Python, quoting each, 5.2 ms for 500 timestamps against 0.7 ms in
+    binary, several such arrays a batch. psycopg uses, for a ``%s`` placeholder, the
+    dumper of a type registered last.
+    """
+    from psycopg.types.array import ListBinaryDumper
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.adapters.register_dumper(list, ListBinaryDumper)
+
+
 #: What ``bridge_database_url`` may be, in a refusal.
 _URL_FORMS = (
     "a SQLAlchemy URL of SQLite ('sqlite:///path/bridge.db'), PostgreSQL "
@@ -285,7 +301,7 @@ class Database:
         # MySQL's transactions read a snapshot taken at their first read by default:
         # the statements are written for PostgreSQL's, each reading what is committed.
         isolation = {"isolation_level": "READ COMMITTED"} if self.is_mysql else {}
-        return create_engine(
+        engine = create_engine(
             self.url,
             pool_pre_ping=self.pre_ping,
             pool_size=20,
@@ -293,6 +309,9 @@ class Database:
             connect_args={"connect_timeout": 5},
             **isolation,
         )
+        if engine.dialect.name == "postgresql":
+            _send_arrays_binary(engine)
+        return engine
 
     @contextmanager
     def session(self) -> Iterator[Session]:

@@ -39,3 +39,10 @@ def test_the_group_imports_neither_the_bridge_nor_celery_nor_sqlalchemy() -> Non
         check=True,
     ).stdout.split()
     assert loaded == []
+
+
+def test_a_command_looked_up_leaves_the_listing_whole() -> None:
+    """A reader of ``commands`` (mkdocs-click) falls back on the listing while it is empty:
+    a lookup must not leave it holding some commands only."""
+    assert bridge.get_command(None, "add") is not None  # type: ignore[arg-type]
+    assert bridge.commands == {}

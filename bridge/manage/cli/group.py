@@ -17,6 +17,14 @@ from typing import Any
 
 import click
 
+#: What click 8.2 and later raise to show a group's help when it is given no command (a
+#: usage error there); click 8.1, which the requirements allow, exits with the help.
+_HELP_FOR_NO_ARGUMENTS: tuple[type[Exception], ...] = tuple(
+    getattr(click.exceptions, name)
+    for name in ("NoArgsIsHelpError",)
+    if hasattr(click.exceptions, name)
+)
+
 
 @contextmanager
 def usage_in_one_line() -> Iterator[None]:
@@ -27,7 +35,7 @@ def usage_in_one_line() -> Iterator[None]:
     """
     try:
         yield
-    except click.exceptions.NoArgsIsHelpError:
+    except _HELP_FOR_NO_ARGUMENTS:
         raise
     except click.MissingParameter as exc:
         raise click.ClickException(" ".join(exc.format_message().split())) from None
@@ -72,8 +80,12 @@ class LazyGroup(OneLineGroup):
         return sorted(self.modules)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        if cmd_name not in self.commands and cmd_name in self.modules:
-            module = importlib.import_module(f"{__package__}.{self.modules[cmd_name]}")
-            for command in module.COMMANDS:
-                self.add_command(command)
-        return self.commands.get(cmd_name)
+        # Not kept in ``self.commands``: a reader of that (mkdocs-click) would take the
+        # commands loaded so far for all of them.
+        module = self.modules.get(cmd_name)
+        if module is None:
+            return self.commands.get(cmd_name)
+        commands: tuple[click.Command, ...] = importlib.import_module(
+            f"{__package__}.{module}"
+        ).COMMANDS
+        return next(command for command in commands if command.name == cmd_name)

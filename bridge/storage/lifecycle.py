@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from types import SimpleNamespace
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -31,7 +30,7 @@ from bridge.rules.kinds import (
 from bridge.storage import tally
 from bridge.storage.incidents import Opening, open_incident
 from bridge.storage.models import PeriodicTask, TaskExecution
-from bridge.storage.rows import locked_rows, write_rows
+from bridge.storage.rows import locked_rows, snapshot, write_changed, write_rows
 from bridge.storage.sql import among, plain_rows
 
 logger = logging.getLogger("bridge.lifecycle")
@@ -260,14 +259,13 @@ def settle_runs(session: Session, run_ids: Sequence[str], now: datetime) -> None
     rows = locked_rows(
         session, [run["periodic_task_id"] for run in ended if run["periodic_task_id"]]
     )
-    before = {key: _settled(row) for key, row in rows.items()}
+    before = snapshot(rows, SETTLE_COLUMNS)
     # Runs of one schedule are settled in the order given: each sees the row the one before left.
     for run in sorted(ended, key=lambda run: position[run["id"]]):
         row = rows.get(run["periodic_task_id"])
         if row is not None:
             settle_run(session, row, run["id"], Outcome.of(run), now)
-    changed = [row for key, row in sorted(rows.items()) if _settled(row) != before[key]]
-    write_rows(session, changed, SETTLE_COLUMNS)
+    write_changed(session, rows, before, SETTLE_COLUMNS)
 
 
 #: The columns of a schedule's row that :func:`settle_run` may change.
@@ -288,10 +286,6 @@ SETTLE_COLUMNS = (
     "updated_at",
     "nextrun",
 )
-
-
-def _settled(row: PeriodicTask | SimpleNamespace) -> tuple[Any, ...]:
-    return tuple(getattr(row, column) for column in SETTLE_COLUMNS)
 
 
 def settle_run(

@@ -22,7 +22,7 @@ from bridge.rules.records import Change, Effects
 from bridge.storage.database import Database
 from bridge.storage.lifecycle import SETTLE_COLUMNS, settle_run
 from bridge.storage.models import PeriodicTask, TaskExecution, WorkerInstance
-from bridge.storage.rows import Row, locked_rows, write_rows
+from bridge.storage.rows import locked_rows, snapshot, write_changed
 from bridge.storage.sql import insert_skipping, one_of, upsert
 
 #: One run's merged changes, by its id.
@@ -144,7 +144,7 @@ def _apply_to_schedules(session: Session, statements: _Statements, effects: Effe
             session.connection().execute(statements.show_status, parameters)
         return
     schedules = locked_rows(session, list(schedule_of.values()))
-    before = {key: _shown(row) for key, row in schedules.items()}
+    before = snapshot(schedules, _SHOWN)
     for run_id, schedule_id in schedule_of.items():
         row = schedules.get(schedule_id)
         if row is not None and row.last_run_id == run_id:
@@ -157,14 +157,9 @@ def _apply_to_schedules(session: Session, statements: _Statements, effects: Effe
             settle_run(
                 session, row, run_id, effects.outcome(run_id), effects.values[run_id]["updated_at"]
             )
-    changed = [row for key, row in sorted(schedules.items()) if _shown(row) != before[key]]
-    write_rows(session, changed, _SHOWN)
+    write_changed(session, schedules, before, _SHOWN)
 
 
 #: What recording runs changes of their schedules' rows: the status of the latest run,
 #: and what the settlement of those that ended changes.
 _SHOWN = ("last_status", *SETTLE_COLUMNS)
-
-
-def _shown(row: Row) -> tuple[Any, ...]:
-    return tuple(getattr(row, column) for column in _SHOWN)

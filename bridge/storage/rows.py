@@ -11,7 +11,7 @@ their decisions own, for all their rows in one statement.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -91,6 +91,28 @@ def write_rows(session: Session, rows: Sequence[Row], columns: tuple[str, ...]) 
     else:
         bound = [dict(zip(names, row, strict=True)) for row in values]
     session.connection().execute(statement, bound)
+
+
+def values_of(row: Row, columns: tuple[str, ...]) -> tuple[Any, ...]:
+    """The row's values of ``columns``: what :func:`write_changed` compares."""
+    return tuple(getattr(row, column) for column in columns)
+
+
+def snapshot(rows: Mapping[int, Row], columns: tuple[str, ...]) -> dict[int, tuple[Any, ...]]:
+    """The values of ``columns`` of each row, by id, before a decision changes them."""
+    return {key: values_of(row, columns) for key, row in rows.items()}
+
+
+def write_changed(
+    session: Session,
+    rows: Mapping[int, Row],
+    before: Mapping[int, tuple[Any, ...]],
+    columns: tuple[str, ...],
+) -> None:
+    """:func:`write_rows` for the rows whose values of ``columns`` differ from their
+    :func:`snapshot` ``before``, in id order: a row left as it was costs no update."""
+    changed = [row for key, row in sorted(rows.items()) if values_of(row, columns) != before[key]]
+    write_rows(session, changed, columns)
 
 
 @functools.cache

@@ -277,10 +277,11 @@ class _StraightJoin(Join):
 
 @compiles(_StraightJoin, "mysql")
 def _straight_join(join: _StraightJoin, compiler: SQLCompiler, **kw: Any) -> str:
+    assert join.onclause is not None, "update_from_rows always joins on the key"
     kw.pop("asfrom", None)
     left = compiler.process(join.left, asfrom=True, **kw)
     right = compiler.process(join.right, asfrom=True, **kw)
-    on = compiler.process(join.onclause, **kw) if join.onclause is not None else "TRUE"
+    on = compiler.process(join.onclause, **kw)
     return f"{left} STRAIGHT_JOIN {right} FORCE INDEX (PRIMARY) ON {on}"
 
 

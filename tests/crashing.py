@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bridge.beat.scheduler import DatabaseScheduler
+from bridge.service.fire import Firing
 from bridge.storage.beat import BeatStore
 
 #: Where the crash happens, in fire-sequence order.
@@ -77,7 +78,7 @@ class CrashingScheduler(DatabaseScheduler):  # type: ignore[misc]
         elif point == "sent":
             store.mark_sent = _then_die(store.mark_sent, when=lambda _: True)
         elif point == "advance":
-            store.advance = _then_die(store.advance, when=lambda _: True)
+            Firing.advance = _then_die(Firing.advance, when=lambda _: True)
         else:
             raise ValueError(f"BRIDGE_TEST_CRASH_AT={point!r}: expected one of {POINTS}")
         super().__init__(*args, **kwargs)

@@ -36,7 +36,8 @@ from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from bridge.clock import utcnow
-from bridge.storage.beat import Advance, Advanced, BeatStore, Sent
+from bridge.service.fire import Advance, Advanced, Firing
+from bridge.storage.beat import BeatStore, Sent
 from bridge.storage.database import DatabaseError
 
 logger = logging.getLogger("bridge.scheduler")
@@ -105,7 +106,7 @@ def renew_marks(
     return [row for row in rows if row not in held], now
 
 
-def finish(store: BeatStore, job: Finish, clock: Callable[[], datetime] = utcnow) -> Finished:
+def finish(firing: Firing, job: Finish, clock: Callable[[], datetime] = utcnow) -> Finished:
     """Phases 5 and 6: mark the batch's runs ``SENT``, then advance and unmark its rows;
     each done is logged here, which takes the log lines' CPU off beat's thread too.
 
@@ -113,6 +114,7 @@ def finish(store: BeatStore, job: Finish, clock: Callable[[], datetime] = utcnow
     finisher runs behind beat, and whether a mark needs renewing depends on how long
     the batch has taken by then.
     """
+    store = firing.store
     store.mark_sent([Sent(f.schedule_id, f.run_id, f.expires_at) for f in job.fired], clock())
     for fired in job.fired:
         attempt = f" attempt {fired.attempt}" if fired.attempt > 1 else ""
@@ -129,7 +131,7 @@ def finish(store: BeatStore, job: Finish, clock: Callable[[], datetime] = utcnow
     )
     for row_id in taken:
         logger.warning("bridge: lost the mark on %r to another instance", job.names[row_id])
-    advanced = store.advance(job.advances, job.instance, marked, job.now)
+    advanced = firing.advance(job.advances, job.instance, marked, job.now)
     for row_id in advanced.lost:
         logger.warning("bridge: lost the mark on %r before advancing it", job.names[row_id])
     for row_id, note in advanced.finished.items():
@@ -147,8 +149,8 @@ class Finisher:
     from beat's main thread (unless ``in_process`` is false), else on a thread (see the
     module docstring)."""
 
-    def __init__(self, store: BeatStore, in_process: bool = True) -> None:
-        self.store = store
+    def __init__(self, firing: Firing, in_process: bool = True) -> None:
+        self.firing = firing
         self.in_process = (
             in_process
             and sys.platform == "linux"
@@ -181,7 +183,7 @@ class Finisher:
     def _run(self, job: Finish) -> Future[Finished]:
         if self.in_process:
             return self._executor.submit(_finish_here, job)
-        return self._executor.submit(finish, self.store, job)
+        return self._executor.submit(finish, self.firing, job)
 
     def _start(self) -> Executor:
         if not self.in_process:
@@ -192,7 +194,7 @@ class Finisher:
             # beat again, and the store (the database's URL) comes without pickling.
             mp_context=multiprocessing.get_context("fork"),
             initializer=_adopt,
-            initargs=(self.store, os.getpid()),
+            initargs=(self.firing, os.getpid()),
         )
         # Fork now, while beat starts, rather than in the middle of a burst. What beat
         # holds by then (its modules, mostly) is left out of its collections from now on:
@@ -203,13 +205,15 @@ class Finisher:
         return executor
 
 
-#: The finishing process's store: beat's own, forked (its engine reconnects in the child).
-_store: BeatStore | None = None
+#: The finishing process's fire sequence: beat's own, forked (its engine reconnects in the
+#: child).
+_firing: Firing | None = None
 
 
-def _adopt(store: BeatStore, beat: int) -> None:
-    """The finishing process's start: die with beat, leave signals to beat, take its store."""
-    global _store
+def _adopt(firing: Firing, beat: int) -> None:
+    """The finishing process's start: die with beat, leave signals to beat, take its
+    fire sequence's store."""
+    global _firing
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
@@ -219,15 +223,15 @@ def _adopt(store: BeatStore, beat: int) -> None:
         signal.signal(signum, signal.SIG_IGN)
     # What beat's log shows of the lines this process writes (Celery's ``%(processName)s``).
     multiprocessing.current_process().name = "bridge-finish"
-    _store = store
+    _firing = firing
 
 
 def _finish_here(job: Finish) -> Finished:
     """:func:`finish` in the finishing process; what stops it reaches beat as a database
     error (which beat treats as an outage) or as :class:`FinishingFailed`."""
-    assert _store is not None, "run in the finishing process only"
+    assert _firing is not None, "run in the finishing process only"
     try:
-        return finish(_store, job)
+        return finish(_firing, job)
     except DatabaseError:
         raise
     except Exception as exc:

@@ -64,9 +64,11 @@ from bridge.rules.fire import (
     resumable,
 )
 from bridge.rules.kinds import RunStatus
-from bridge.storage.beat import Advance, BeatStore, Recorded, Replaced, Row
+from bridge.service.fire import Advance, Firing
+from bridge.service.sweeps import Sweeps
+from bridge.storage.beat import Recorded, Replaced, Row
 from bridge.storage.database import DatabaseError
-from bridge.storage.housekeeping import Housekeeping, LostRun
+from bridge.storage.housekeeping import LostRun
 
 logger = logging.getLogger("bridge.scheduler")
 
@@ -195,14 +197,15 @@ class FireSequence:
         self,
         app: Celery,
         settings: Settings,
-        store: BeatStore,
-        housekeeping: Housekeeping,
+        firing: Firing,
+        sweeps: Sweeps,
         instance: str,
     ) -> None:
         self.app = app
         self.settings = settings
-        self.store = store
-        self.housekeeping = housekeeping
+        self.firing = firing
+        self.store = firing.store
+        self.sweeps = sweeps
         self.instance = instance
         self.outbox = Outbox(app)
         self.metrics = BeatMetrics()
@@ -219,7 +222,7 @@ class FireSequence:
         """Start what finishes batches off beat's thread, when beat really starts: Celery
         also builds a scheduler it never runs, for its banner."""
         if not self.store.database.is_sqlite and self._finisher is None:
-            self._finisher = Finisher(self.store, self.settings.finishing_process)
+            self._finisher = Finisher(self.firing, self.settings.finishing_process)
 
     def fire(
         self,
@@ -262,7 +265,7 @@ class FireSequence:
             if more_due and self._finisher is not None and not stopping():
                 self._finishing = _Finishing(self._finisher.submit(job), frozenset(batch.rows))
             else:
-                self._finished(finish(self.store, job))
+                self._finished(finish(self.firing, job))
         finally:
             if previous is not None:
                 self._finished(previous.done.result())
@@ -383,7 +386,7 @@ class FireSequence:
                 lost += [LostRun(run.id, row.name, reason) for run in stale]
         if not lost:
             return live
-        report_lost(self.housekeeping.give_up(lost, now))
+        report_lost(self.sweeps.give_up(lost, now))
         fresh = self.store.reread(sorted(settled), self.instance, batch.marked)
         for row_id in settled:
             now_row = fresh.get(row_id)

@@ -32,7 +32,8 @@ from datetime import datetime, timedelta
 from bridge.beat.fire import lost_reason, report_lost
 from bridge.config import Settings
 from bridge.rules.turns import put_off
-from bridge.storage.housekeeping import Housekeeping, LostRun
+from bridge.service.sweeps import Sweeps
+from bridge.storage.housekeeping import LostRun
 
 logger = logging.getLogger("bridge.scheduler")
 
@@ -57,9 +58,10 @@ class Housekeeper:
     """The housekeeping of one beat instance; see the module docstring."""
 
     def __init__(
-        self, store: Housekeeping, settings: Settings, instance: str, started_at: datetime
+        self, sweeps: Sweeps, settings: Settings, instance: str, started_at: datetime
     ) -> None:
-        self.store = store
+        self.sweeps = sweeps
+        self.store = sweeps.store
         self.settings = settings
         self.instance = instance
         self.started_at = started_at
@@ -120,10 +122,10 @@ class Housekeeper:
         if self._reachable_since is None:
             self._reachable_since = now
         if now - self._reachable_since >= timedelta(seconds=timeout):
-            lost += self.store.sweep_dead_workers(now, timedelta(seconds=timeout))
+            lost += self.sweeps.sweep_dead_workers(now, timedelta(seconds=timeout))
             self.store.forget_workers(now - timedelta(seconds=max(WORKER_EXPIRY, timeout)))
         stale = self.settings.stale_run_seconds
-        lost += self.store.sweep_stale(now, timedelta(seconds=stale), lost_reason(stale))
+        lost += self.sweeps.sweep_stale(now, timedelta(seconds=stale), lost_reason(stale))
         report_lost(lost)
         self.store.forget_instances(self._instance_expiry(now))
 
@@ -134,6 +136,6 @@ class Housekeeper:
             return
         self._next_expiry_sweep = time.monotonic() + EXPIRY_SWEEP_SECONDS
         cutoff = now - timedelta(seconds=EXPIRY_GRACE)
-        for run in self.store.expire_unreceived(cutoff, now, EXPIRY_BATCH):
+        for run in self.sweeps.expire_unreceived(cutoff, now, EXPIRY_BATCH):
             owner = "no schedule" if run.schedule is None else repr(run.schedule)
             logger.info("bridge: run %s of %s ended REVOKED: %s", run.id, owner, run.reason)

@@ -42,9 +42,10 @@ from bridge.config import Settings
 from bridge.errors import BridgeError, ValidationError
 from bridge.rules.decisions import catchup_share, wait_seconds
 from bridge.rules.fire import fires_of_backlog
-from bridge.storage.beat import BeatStore, Claimed, Row
+from bridge.service.fire import Firing
+from bridge.service.sweeps import Sweeps
+from bridge.storage.beat import Claimed, Row
 from bridge.storage.database import Database, DatabaseError, shown_url
-from bridge.storage.housekeeping import Housekeeping
 
 if TYPE_CHECKING:
     from bridge.storage.listener import ChangeListener
@@ -106,17 +107,18 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self.database = Database(self.settings.database_url, pre_ping=False)
         self.instance = instance_id()
         self.metrics = BeatMetrics()
-        self.store = BeatStore(self.database)
+        self.firing = Firing(self.database)
+        self.store = self.firing.store
         self.schema = SchemaWatch(self.database)
         self.housekeeper = Housekeeper(
-            Housekeeping(self.database), self.settings, self.instance, utcnow()
+            Sweeps(self.database), self.settings, self.instance, utcnow()
         )
         self.guard = Guard(
             on_database_lost=self._database_lost,
             on_trouble=lambda kind: self.metrics.outage(kind),
         )
         self.fires = FireSequence(
-            app, self.settings, self.store, self.housekeeper.store, self.instance
+            app, self.settings, self.firing, self.housekeeper.sweeps, self.instance
         )
         self.watchdog = Watchdog(app, self.settings, self.database, self.quiet_for)
         self._config_synced = not self.settings.sync_beat_schedule

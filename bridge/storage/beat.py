@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -27,16 +27,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
-from bridge.rules.decisions import OpenRun, Plan
-from bridge.rules.fire import OLDEST_OPEN_READ, Resumable, ScheduleRow
+from bridge.rules.decisions import OpenRun
+from bridge.rules.fire import OLDEST_OPEN_READ, Resumable
 from bridge.rules.kinds import RunStatus
 from bridge.rules.policy import Catchup
 from bridge.storage import runs
 from bridge.storage.database import Database
-from bridge.storage.lifecycle import CLAIMED_READ, PLAN_COLUMNS, apply_plan
 from bridge.storage.models import PeriodicTask, TaskExecution, UTCDateTime
 from bridge.storage.presence import claimable
-from bridge.storage.rows import Row, rows_of, write_rows
+from bridge.storage.rows import Row, rows_of
 from bridge.storage.runs import Sent
 from bridge.storage.sql import (
     among,
@@ -46,8 +45,6 @@ from bridge.storage.sql import (
 )
 
 __all__ = [
-    "Advance",
-    "Advanced",
     "BeatStore",
     "Claimed",
     "Recorded",
@@ -104,35 +101,6 @@ class Recorded:
     inserted: set[str]
     statuses: dict[str, RunStatus]
     lost: set[int]
-
-
-@dataclass(frozen=True)
-class Advance:
-    """One fired row to advance: as it was claimed, its plan, and the runs sent for it."""
-
-    claimed: ScheduleRow
-    plan: Plan
-    #: The ids of the runs this fire sent, the last one last.
-    sent: list[str]
-
-    @classmethod
-    def of(cls, claimed: ScheduleRow, plan: Plan, sent: list[str]) -> Advance:
-        """The advance of a fired row, with only what advancing reads of the row as
-        claimed and of its plan (not the runs to send, already recorded): beat hands
-        its batches to a process of their own to finish, and pickling whole rows and
-        plans cost as much CPU as a seventh of the burst."""
-        kept = Row(**{name: getattr(claimed, name) for name in CLAIMED_READ})
-        return cls(kept, replace(plan, sends=[], revoke=[]), sent)
-
-
-@dataclass
-class Advanced:
-    """What advancing a batch did."""
-
-    #: The rows whose mark was taken over before they could be advanced.
-    lost: list[int] = field(default_factory=list)
-    #: The rows the advance finished or disabled, with their note.
-    finished: dict[int, str | None] = field(default_factory=dict)
 
 
 class BeatStore:
@@ -315,40 +283,6 @@ class BeatStore:
         with self.database.session() as session:
             runs.mark_sent(session, sent, now)
 
-    def advance(
-        self, advances: Sequence[Advance], instance: str, marked: datetime, now: datetime
-    ) -> Advanced:
-        """Move the rows' cursors and clear their marks, except where a mark was taken over.
-
-        One transaction for the batch, the rows locked in id order. Each row
-        is advanced from its values as they are now (an edit or a worker's
-        settlement made meanwhile stays), with its plan and the status of the
-        last run sent for it.
-        """
-        done = Advanced()
-        if not advances:
-            return done
-        with self.database.session() as session:
-            held = _locked(session, [a.claimed.id for a in advances], instance, marked)
-            last = runs.statuses(session, [a.sent[-1] for a in advances if a.sent])
-            for step in advances:
-                row = held.get(step.claimed.id)
-                if row is None:
-                    done.lost.append(step.claimed.id)
-                    continue
-                last_status = last.get(step.sent[-1]) if step.sent else None
-                apply_plan(session, row, step.claimed, step.plan, step.sent, now, last_status)
-                if not row.enabled:
-                    done.finished[row.id] = row.note
-            write_rows(
-                session,
-                [held[a.claimed.id] for a in advances if a.claimed.id in held],
-                PLAN_COLUMNS,
-            )
-        if done.lost:
-            self.release(instance, done.lost)
-        return done
-
     def renew(self, instance: str, schedule_ids: Sequence[int], now: datetime) -> set[int]:
         """Restart the leases ``instance`` still holds on these rows; the ids it holds.
 
@@ -514,7 +448,7 @@ def _held(
     )
 
 
-def _locked(
+def locked_held(
     session: Session, schedule_ids: Sequence[int], instance: str, marked: datetime
 ) -> dict[int, Row]:
     """Those of the rows whose mark ``instance`` still holds, locked for update, by id.

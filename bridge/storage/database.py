@@ -234,6 +234,12 @@ def shown_url(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
+#: An open transaction, as :meth:`Database.session` gives it: a unit of work
+#: (:mod:`bridge.service`) hands it to each gateway it calls, and never runs a
+#: statement on it itself.
+Transaction = Session
+
+
 class Database:
     """The engine and session factory for one database URL, rebuilt after a fork."""
 

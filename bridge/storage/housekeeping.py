@@ -1,24 +1,24 @@
-"""Beat's housekeeping statements: runs given up on, heartbeats, instances gone silent.
+"""Beat's housekeeping statements: runs to give up on, heartbeats, instances gone silent.
 
-Beat runs these between fires: runs that went silent or whose worker died
-are marked ``LOST`` (and their schedules settled), runs whose message
-expired unreceived are ended, and beat's own heartbeat is written. Each
-method is one transaction.
+Beat runs these between fires: it reads the runs that went silent or whose
+worker died, and ends those whose message expired unreceived (the
+settlement of both is :mod:`bridge.service.sweeps`), and writes its own
+heartbeat. Each method is one transaction; each function runs in its
+caller's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from typing import NamedTuple
 
 from sqlalchemy import delete, func, or_, select, update
+from sqlalchemy.orm import Session
 
 from bridge.rules.decisions import EXPIRED
 from bridge.rules.kinds import NON_FINAL_STATUSES, SCHEDULED_TRIGGERS, RunStatus
-from bridge.storage import runs
 from bridge.storage.database import Database
-from bridge.storage.lifecycle import settle_runs
 from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution, WorkerInstance
 from bridge.storage.sql import among, changed_rows, upsert
 
@@ -60,19 +60,10 @@ class Housekeeping:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    def give_up(self, lost: Sequence[LostRun], now: datetime) -> list[LostRun]:
-        """Mark ``lost`` LOST, each with its reason, and settle their schedules; returns them."""
-        with self.database.session() as session:
-            for reason in {run.reason for run in lost}:
-                ids = [run.id for run in lost if run.reason == reason]
-                runs.finish_runs(session, ids, RunStatus.LOST, now, reason)
-        return list(lost)
+    def stale_runs(self, now: datetime, stale_after: timedelta, reason: str) -> list[LostRun]:
+        """The open runs silent for longer than ``stale_after``, each given ``reason``.
 
-    def sweep_stale(self, now: datetime, stale_after: timedelta, reason: str) -> list[LostRun]:
-        """Mark ``LOST`` every open run silent for longer than ``stale_after``.
-
-        Their schedules are settled too: a lost run may owe a retry, count
-        towards the breaker, free a held occurrence or start a fixed delay.
+        Beat's records not sent yet are left out: beat resumes them.
         """
         with self.database.session() as session:
             found = [
@@ -91,10 +82,10 @@ class Housekeeping:
                     )
                 )
             ]
-        return self.give_up(found, now)
+        return found
 
-    def sweep_dead_workers(self, now: datetime, timeout: timedelta) -> list[LostRun]:
-        """Mark ``LOST`` the runs held by workers that died, with the reason of each.
+    def runs_of_dead_workers(self, now: datetime, timeout: timedelta) -> list[LostRun]:
+        """The runs held by workers that died, with the reason of each.
 
         A worker is dead when its heartbeat is older than ``timeout``, missing,
         or younger than the run's last change (it restarted since, under the
@@ -123,67 +114,9 @@ class Housekeeping:
                     ),
                 )
             ).all()
-        return self.give_up(
-            [
-                LostRun(run_id, name, _death_of(worker, last_seen, started_at, now - timeout))
-                for run_id, name, worker, last_seen, started_at in candidates
-            ],
-            now,
-        )
-
-    def expire_unreceived(self, cutoff: datetime, now: datetime, limit: int) -> list[LostRun]:
-        """End, as ``REVOKED`` ``expired``, up to ``limit`` runs still ``SENT`` at ``cutoff``
-        although their message expired before it; returns them.
-
-        No worker has said it received such a run, so it never started: the
-        broker dropped the message at its expiry (RabbitMQ turns Celery's
-        expiry into a per-message TTL), or a worker will find it expired and
-        discard it. Either way it will never run, and left ``SENT`` it would
-        block its schedule until it went stale. Its schedule is settled like
-        a worker's record of the expiry: a fixed delay's next run, a held
-        occurrence or waiting catch-up work may go, and it is counted.
-
-        The candidates are locked by one statement and ended by another, in
-        the same transaction. As a subquery of the ``UPDATE`` they were
-        read again for every ``SENT`` run while the table's statistics said
-        it was nearly empty, as they do during a burst: the sweep grew to
-        seconds at 10,000 open runs and held beat's ticks back.
-        """
-        with self.database.session() as session:
-            candidates = session.scalars(
-                select(TaskExecution.id)
-                .where(TaskExecution.status == RunStatus.SENT, TaskExecution.expires_at < cutoff)
-                .limit(limit)
-                .with_for_update(skip_locked=True)
-            ).all()
-            if not candidates:
-                return []
-            expired = changed_rows(
-                session,
-                update(TaskExecution)
-                .where(
-                    among(session, TaskExecution.id, candidates),
-                    TaskExecution.status == RunStatus.SENT,
-                )
-                .values(status=RunStatus.REVOKED, finished_at=now, updated_at=now, error=EXPIRED),
-                TaskExecution.id,
-                TaskExecution.id,
-                TaskExecution.periodic_task_id,
-            )
-            if not expired:
-                return []
-            settle_runs(session, [run_id for run_id, _ in expired], now)
-            ids = {schedule_id for _, schedule_id in expired if schedule_id is not None}
-            names: dict[int | None, str] = dict(
-                session.execute(
-                    select(PeriodicTask.id, PeriodicTask.name).where(
-                        among(session, PeriodicTask.id, ids)
-                    )
-                ).all()
-            )
         return [
-            LostRun(run_id, names.get(schedule_id), EXPIRED_UNRECEIVED)
-            for run_id, schedule_id in expired
+            LostRun(run_id, name, _death_of(worker, last_seen, started_at, now - timeout))
+            for run_id, name, worker, last_seen, started_at in candidates
         ]
 
     def forget_workers(self, before: datetime) -> None:
@@ -227,3 +160,48 @@ class Housekeeping:
                         BeatInstance.last_tick < before, BeatInstance.last_tick < latest
                     )
                 )
+
+
+def expire_sent(
+    session: Session, cutoff: datetime, now: datetime, limit: int
+) -> Sequence[tuple[str, int | None]]:
+    """End, as ``REVOKED`` ``expired``, up to ``limit`` runs still ``SENT`` at ``cutoff``
+    although their message expired before it: the id and schedule of each.
+
+    The candidates are locked by one statement (those another transaction
+    holds are left for the next sweep) and ended by another. As a subquery of
+    the ``UPDATE`` they were read again for every ``SENT`` run while the
+    table's statistics said it was nearly empty, as they do during a burst:
+    the sweep grew to seconds at 10,000 open runs and held beat's ticks back.
+    """
+    candidates = session.scalars(
+        select(TaskExecution.id)
+        .where(TaskExecution.status == RunStatus.SENT, TaskExecution.expires_at < cutoff)
+        .limit(limit)
+        .with_for_update(skip_locked=True)
+    ).all()
+    if not candidates:
+        return []
+    return changed_rows(
+        session,
+        update(TaskExecution)
+        .where(
+            among(session, TaskExecution.id, candidates),
+            TaskExecution.status == RunStatus.SENT,
+        )
+        .values(status=RunStatus.REVOKED, finished_at=now, updated_at=now, error=EXPIRED),
+        TaskExecution.id,
+        TaskExecution.id,
+        TaskExecution.periodic_task_id,
+    )
+
+
+def names_of(session: Session, schedule_ids: Collection[int]) -> dict[int, str]:
+    """The names of these schedules, by id."""
+    return dict(
+        session.execute(
+            select(PeriodicTask.id, PeriodicTask.name).where(
+                among(session, PeriodicTask.id, schedule_ids)
+            )
+        ).all()
+    )

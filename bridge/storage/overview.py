@@ -16,8 +16,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, case, func, select
 
 from bridge.rules.kinds import NON_FINAL_STATUSES
+from bridge.storage.counts import COUNTER_OF
 from bridge.storage.database import Database
-from bridge.storage.lifecycle import COUNTER_OF
 from bridge.storage.models import (
     BeatInstance,
     Incident,

@@ -1,15 +1,16 @@
 """The workers' statements: run records in batches, and worker heartbeats.
 
 A worker process never builds a statement: its recorder hands a batch of
-status changes (:class:`bridge.rules.records.Change`) to :meth:`RecordStore.write`,
-and its heartbeat thread calls :meth:`RecordStore.beat`.
+status changes to :class:`bridge.service.records.Recording`, which writes
+them through the functions here in one transaction, and its heartbeat
+thread calls :meth:`RecordStore.beat`.
 """
 
 from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,11 +19,8 @@ from sqlalchemy import Select, Update, bindparam, delete, select, update
 from sqlalchemy.orm import Session
 
 from bridge.rules.kinds import RunStatus
-from bridge.rules.records import Change, Effects
 from bridge.storage.database import Database
-from bridge.storage.lifecycle import SETTLE_COLUMNS, settle_run
 from bridge.storage.models import PeriodicTask, TaskExecution, WorkerInstance
-from bridge.storage.rows import locked_rows, snapshot, write_changed
 from bridge.storage.sql import insert_skipping, one_of, upsert
 
 #: One run's merged changes, by its id.
@@ -66,39 +64,10 @@ class _Statements:
 
 
 class RecordStore:
-    """Run records and worker heartbeats against one database."""
+    """Worker heartbeats against one database."""
 
     def __init__(self, database: Database) -> None:
         self.database = database
-
-    def write(self, changes: Sequence[Change]) -> None:
-        """Write a batch of changes in one transaction, then answer those waited for.
-
-        The runs are locked first, then the schedules of the runs that
-        changed, each in id order, so that batches of several workers and
-        beat's own writes (a run, then its schedule) never wait on each other
-        in a circle. A run that ends is settled on its schedule in the same
-        transaction (see :func:`bridge.storage.lifecycle.settle_run`).
-        """
-        with self.database.session() as session:
-            connection = session.connection()
-            statements = _Statements.of(connection.dialect.name == "postgresql")
-            created = {c.run_id: c.external_record() for c in changes if c.external_task}
-            if created:
-                connection.execute(insert_skipping(session, TaskExecution), list(created.values()))
-            ids = sorted({change.run_id for change in changes})
-            effects = Effects.of(
-                changes,
-                {run.id: run for run in connection.execute(statements.lock_runs, {"runs": ids})},
-            )
-            by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
-            for run_id, values in effects.values.items():
-                by_columns[tuple(sorted(values))].append({"run_id": run_id, **values})
-            for rows in by_columns.values():
-                connection.execute(_UPDATE_RUN, rows)
-            _apply_to_schedules(session, statements, effects)
-        for reply, value in effects.replies:
-            reply.give(value)
 
     def beat(self, name: str, pid: int, started_at: datetime, now: datetime) -> None:
         """Say the worker ``name`` is alive (its row in ``worker_instance``)."""
@@ -120,46 +89,44 @@ class RecordStore:
             session.execute(delete(WorkerInstance).where(WorkerInstance.name == name))
 
 
-def _apply_to_schedules(session: Session, statements: _Statements, effects: Effects) -> None:
-    """Show each changed run's status on its schedule, and settle the runs that ended.
+def _statements(session: Session) -> _Statements:
+    return _Statements.of(session.connection().dialect.name == "postgresql")
 
-    Either way the schedule rows are locked in one pass, in id order.
+
+def insert_external(session: Session, records: Sequence[dict[str, Any]]) -> None:
+    """Insert the records of runs started outside the bridge (a task sent by hand), unless
+    a record of the same id is there already."""
+    if records:
+        session.connection().execute(insert_skipping(session, TaskExecution), list(records))
+
+
+def lock_runs(session: Session, run_ids: Sequence[str]) -> dict[str, Any]:
+    """The runs, locked in id order (what a batch's changes read of them), by id.
+
+    Two workers' batches never wait on each other in a circle, and their
+    schedules are locked after them, as beat does.
     """
-    schedule_of = {
-        run_id: effects.runs[run_id].periodic_task_id
-        for run_id in effects.values
-        if effects.runs[run_id].periodic_task_id is not None
-    }
-    if not schedule_of:
-        return
-    if not effects.ended:
-        # Nothing to settle: only the rows whose latest run changed are touched. Each
-        # such row is locked by the one transaction that holds that run's lock.
-        by_status: dict[RunStatus, list[str]] = defaultdict(list)
-        for run_id in schedule_of:
-            by_status[effects.status[run_id]].append(run_id)
-        for status, run_ids in by_status.items():
-            ids = sorted({schedule_of[run_id] for run_id in run_ids})
-            parameters = {"schedules": ids, "runs": run_ids, "status": status.value}
-            session.connection().execute(statements.show_status, parameters)
-        return
-    schedules = locked_rows(session, list(schedule_of.values()))
-    before = snapshot(schedules, _SHOWN)
-    for run_id, schedule_id in schedule_of.items():
-        row = schedules.get(schedule_id)
-        if row is not None and row.last_run_id == run_id:
-            row.last_status = effects.status[run_id].value
-    for run_id in effects.ended:
-        row = schedules.get(schedule_of.get(run_id, -1))
-        if row is not None:
-            # What the outcome does to the schedule: a retry, the breaker,
-            # a fixed delay's next run, a held run's start.
-            settle_run(
-                session, row, run_id, effects.outcome(run_id), effects.values[run_id]["updated_at"]
-            )
-    write_changed(session, schedules, before, _SHOWN)
+    ids = sorted(set(run_ids))
+    found = session.connection().execute(_statements(session).lock_runs, {"runs": ids})
+    return {run.id: run for run in found}
 
 
-#: What recording runs changes of their schedules' rows: the status of the latest run,
-#: and what the settlement of those that ended changes.
-_SHOWN = ("last_status", *SETTLE_COLUMNS)
+def update_runs(session: Session, values: Mapping[str, Mapping[str, Any]]) -> None:
+    """Write each run's new values (by run id), one statement per set of columns."""
+    by_columns: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    for run_id, columns in values.items():
+        by_columns[tuple(sorted(columns))].append({"run_id": run_id, **columns})
+    for rows in by_columns.values():
+        session.connection().execute(_UPDATE_RUN, rows)
+
+
+def show_status(
+    session: Session, schedule_ids: Sequence[int], run_ids: Sequence[str], status: RunStatus
+) -> None:
+    """Copy ``status`` to those of the schedules whose latest run is one of the runs.
+
+    Each such row is locked by the one transaction that holds that run's
+    lock, so no other order of locks is needed.
+    """
+    parameters = {"schedules": sorted(schedule_ids), "runs": list(run_ids), "status": status.value}
+    session.connection().execute(_statements(session).show_status, parameters)

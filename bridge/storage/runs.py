@@ -34,8 +34,8 @@ from sqlalchemy.orm import Session
 from bridge.rules.decisions import EXPIRED, OpenRun
 from bridge.rules.fire import Resumable
 from bridge.rules.health import OpenRunView, waiting_since
-from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
-from bridge.storage.lifecycle import count_unsettled, settle_runs
+from bridge.rules.kinds import FINAL_STATUSES, NON_FINAL_STATUSES, SCHEDULED_TRIGGERS, RunStatus
+from bridge.storage.counts import count_unsettled
 from bridge.storage.models import OPEN_RUNS, PeriodicTask, TaskExecution, UTCDateTime
 from bridge.storage.sql import (
     BINARY,
@@ -49,6 +49,7 @@ from bridge.storage.sql import (
     json_rows,
     json_values,
     one_of,
+    plain_rows,
     unnest_bound,
     unnest_values,
     unnested,
@@ -280,18 +281,18 @@ def _by_schedule(session: Session, statement: Select[Any]) -> dict[int, list[Ope
     return found
 
 
-def finish_runs(
+def end_runs(
     session: Session, run_ids: Sequence[str], status: RunStatus, now: datetime, reason: str
-) -> list[str]:
-    """Close open runs that will not report (LOST), were replaced (REVOKED) or not sent
-    (FAILURE), each with ``reason``; the ids closed.
+) -> Sequence[tuple[str, int | None]]:
+    """Close those of the runs still open with ``status`` and ``reason``: the id and the
+    schedule of each one closed.
 
-    They stop blocking their schedule; a LOST run is then settled like a
-    failure a worker reported.
+    Nothing more: whoever ends runs counts them on their schedules
+    (:func:`finish_runs`) or settles them (:mod:`bridge.service.settlement`).
     """
     if not run_ids:
         return []
-    finished = changed_rows(
+    return changed_rows(
         session,
         update(TaskExecution)
         .where(
@@ -304,12 +305,85 @@ def finish_runs(
         TaskExecution.periodic_task_id,
         by_key=True,
     )
-    ids = [run_id for run_id, _ in finished]
-    if status is RunStatus.LOST:
-        settle_runs(session, ids, now)
-    else:
-        count_unsettled(session, [sid for _, sid in finished if sid is not None], status, now)
-    return ids
+
+
+def finish_runs(
+    session: Session, run_ids: Sequence[str], status: RunStatus, now: datetime, reason: str
+) -> list[str]:
+    """Close open runs that were replaced or cancelled (``REVOKED``) or could not be sent
+    (``FAILURE``), each with ``reason``, and count them on their schedules; the ids closed.
+
+    They stop blocking their schedule, and their end has no consequence for it
+    (no retry, no fixed delay): a run that is lost is settled instead, by
+    :func:`bridge.service.settlement.give_up`.
+    """
+    finished = end_runs(session, run_ids, status, now, reason)
+    count_unsettled(session, [sid for _, sid in finished if sid is not None], status, now)
+    return [run_id for run_id, _ in finished]
+
+
+#: What a settlement reads of a run that ended (:meth:`bridge.rules.decisions.Outcome.of`).
+_ENDED_READ = (
+    TaskExecution.id,
+    TaskExecution.periodic_task_id,
+    TaskExecution.trigger,
+    TaskExecution.status,
+    TaskExecution.plan_time,
+    TaskExecution.attempt,
+    TaskExecution.finished_at,
+    TaskExecution.updated_at,
+    TaskExecution.error,
+    TaskExecution.runtime,
+)
+
+
+def ended_runs(session: Session, run_ids: Sequence[str]) -> list[dict[str, Any]]:
+    """Those of the runs that are final, as plain rows of what their settlement reads."""
+    return plain_rows(
+        session,
+        select(*_ENDED_READ).where(
+            among(session, TaskExecution.id, run_ids),
+            TaskExecution.status.in_(FINAL_STATUSES),
+        ),
+    )
+
+
+def ended_run(session: Session, run_id: str) -> dict[str, Any] | None:
+    """The run, as :func:`ended_runs` gives it, if it is final; else None.
+
+    Read without a lock: beat holds the schedule's row here while a worker
+    may hold the run's, and locking both ways round could deadlock. A worker
+    that finishes the run after this read settles it itself.
+    """
+    found = ended_runs(session, [run_id])
+    return found[0] if found else None
+
+
+def has_open_runs(session: Session, schedule_id: int) -> bool:
+    """Whether the schedule has a run that is not final."""
+    return bool(
+        session.scalar(
+            select(func.count())
+            .select_from(TaskExecution)
+            .where(
+                TaskExecution.periodic_task_id == schedule_id,
+                TaskExecution.status.in_(NON_FINAL_STATUSES),
+            )
+        )
+    )
+
+
+def latest_scheduled(session: Session, schedule_id: int) -> str | None:
+    """The id of the schedule's latest scheduled run (manual and backfill runs left out)."""
+    return session.scalar(
+        select(TaskExecution.id)
+        .where(
+            TaskExecution.periodic_task_id == schedule_id,
+            TaskExecution.trigger.in_(list(SCHEDULED_TRIGGERS)),
+        )
+        .order_by(TaskExecution.plan_time.desc(), TaskExecution.attempt.desc())
+        .limit(1)
+    )
 
 
 def mark_sent(session: Session, runs: Sequence[Sent], now: datetime) -> None:

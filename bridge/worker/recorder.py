@@ -19,7 +19,7 @@ compare-and-set start of a :class:`bridge.worker.task.BridgeTask` waits for its
 answer.
 
 A final status is also settled on the run's schedule in the same
-transaction (see :func:`bridge.storage.lifecycle.settle_run`): it may owe a retry,
+transaction (see :mod:`bridge.service.records`): it may owe a retry,
 trip the breaker, set a fixed delay's next run or free a held occurrence.
 
 Recording never fails a task: a batch the database refuses is retried a few
@@ -47,6 +47,7 @@ from bridge.rules.kinds import RunStatus
 from bridge.rules.records import NOT_RECEIVED, NOT_STARTED, OPEN, Change
 from bridge.rules.releases import Fit
 from bridge.rules.runs import HEADER_SCHEDULE_ID
+from bridge.service.records import Recording
 from bridge.storage.database import Database, DatabaseError, SchemaMismatch, error_reason
 from bridge.storage.records import RecordStore
 from bridge.version import __version__
@@ -108,9 +109,11 @@ class Recorder:
                     # No connection check before each batch: a connection the server
                     # dropped fails its batch, which is tried again on a fresh one
                     # like any refused write.
-                    store = RecordStore(Database(settings.database_url, pre_ping=False))
+                    database = Database(settings.database_url, pre_ping=False)
                     self._parts = _Parts(
-                        settings, store, Backlog(store.write, settings.recorder_retries)
+                        settings,
+                        RecordStore(database),
+                        Backlog(Recording(database).write, settings.recorder_retries),
                     )
         return self._parts
 

@@ -24,7 +24,7 @@ from bridge.clock import utcnow
 from bridge.rules.decisions import decide
 from bridge.rules.fire import state_of
 from bridge.rules.runs import run_id_for
-from bridge.storage.beat import Advance, BeatStore
+from bridge.service.fire import Advance, Firing
 from bridge.storage.models import PeriodicTask
 from tests.integration.test_policies import SEC, add, history, iso, now, ts
 from tests.support import Env, wait_for
@@ -51,9 +51,10 @@ def beat_sends(api: Bridge, name: str, start: datetime, count: int) -> list[tupl
 
     Beat's steps as it takes them, on the database: each wake-up at the
     row's ``nextrun`` claims the row, decides with no open run, and advances
-    the row as beat's advance phase does (:meth:`bridge.storage.beat.BeatStore.advance`).
+    the row as beat's advance phase does (:meth:`bridge.service.fire.Firing.advance`).
     """
-    store, clock, sent = BeatStore(api.database), start, []
+    firing, clock, sent = Firing(api.database), start, []
+    store = firing.store
     while len(sent) < count:
         row = api.get(name)
         if not row.enabled or row.nextrun is None:
@@ -65,7 +66,7 @@ def beat_sends(api: Bridge, name: str, start: datetime, count: int) -> list[tupl
         run_ids = [run_id_for(claimed.id, s.plan_time, s.attempt) for s in plan.sends]
         sent += [(s.plan_time, clock, s.trigger, s.attempt) for s in plan.sends]
         assert claimed.marked is not None
-        store.advance([Advance(claimed, plan, run_ids)], INSTANCE, claimed.marked, clock)
+        firing.advance([Advance(claimed, plan, run_ids)], INSTANCE, claimed.marked, clock)
     return sent[:count]
 
 

@@ -18,9 +18,10 @@ from bridge.beat.fire import FireSequence
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.rules.fire import OLDEST_OPEN_READ, resumable
+from bridge.service.fire import Firing
+from bridge.service.sweeps import Sweeps
 from bridge.storage.beat import BeatStore
 from bridge.storage.database import Database
-from bridge.storage.housekeeping import Housekeeping
 from bridge.storage.models import PeriodicTask, TaskExecution
 from bridge.storage.presence import InstanceLock
 from tests.support import on_every_store, wait_for
@@ -106,7 +107,7 @@ def test_a_beat_that_lost_its_lease_revokes_disables_and_records_nothing(
     store = BeatStore(api.database)
 
     def fire(instance: str, claimed: list[PeriodicTask]) -> int:
-        fires = FireSequence(app, Settings(), store, Housekeeping(api.database), instance)
+        fires = FireSequence(app, Settings(), Firing(api.database), Sweeps(api.database), instance)
         return fires.fire(claimed, lambda: False)
 
     with alive(api.database, "beat-1", "beat-2"):
@@ -291,14 +292,14 @@ def test_a_batch_fires_while_other_schedules_and_their_runs_are_held(api: Bridge
                 updated_at=now,
             )
         )
-    store = BeatStore(api.database)
     fires = FireSequence(
         Celery("locks-test", broker="memory://"),
         Settings(),
-        store,
-        Housekeeping(api.database),
+        Firing(api.database),
+        Sweeps(api.database),
         "beat-1",
     )
+    store = fires.store
     fired: list[int] = []
     with alive(api.database, "beat-1"):
         claimed = store.claim_due("beat-1", now, LEASE, 10).rows

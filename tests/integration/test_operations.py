@@ -19,10 +19,10 @@ from bridge.errors import RunNotFound, StateConflict
 from bridge.manage.bulk import export_schedules, import_schedules
 from bridge.rules.kinds import RunStatus
 from bridge.rules.records import OPEN, Change
+from bridge.service.records import Recording
 from bridge.storage.database import database_for
 from bridge.storage.health import Cursors
 from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution
-from bridge.storage.records import RecordStore
 from tests.support import on_every_store, rows
 
 QUICK = "workers.app.quick"
@@ -194,7 +194,7 @@ def end_run(url: str, run_id: str, status: str, at: datetime, runtime: float) ->
         at,
         {"finished_at": at, "runtime": runtime, "started_at": at - timedelta(seconds=runtime)},
     )
-    RecordStore(database_for(url)).write([change])
+    Recording(database_for(url)).write([change])
 
 
 def test_stats_over_a_window_survive_pruned_records(api: Bridge, migrated: str) -> None:

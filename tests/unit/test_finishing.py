@@ -12,18 +12,21 @@ import pytest
 
 from bridge.beat import finishing
 from bridge.beat.finishing import Finish, FinishingFailed, Fired, finish
-from bridge.storage.beat import Advanced, Sent
+from bridge.service.fire import Advanced
+from bridge.storage.beat import Sent
 
 NOW = datetime(2026, 11, 28, 12, 0, tzinfo=UTC)
 
 
 class Store:
-    """Answers the finisher's calls as a database would have, and keeps them."""
+    """Answers the finisher's calls as a database would have, and keeps them: those of
+    the fire sequence's unit of work (the advance) and of its gateway alike."""
 
     def __init__(self, advanced: Advanced, held: set[int] | None = None) -> None:
         self.advanced = advanced
         self.held = held
         self.calls: list[str] = []
+        self.store = self
 
     def mark_sent(self, sent: list[Sent], now: datetime) -> None:
         self.calls.append("mark_sent")
@@ -88,7 +91,7 @@ def test_a_failure_reaches_beat_as_text_that_pickles(monkeypatch: pytest.MonkeyP
 
     with pytest.raises(TypeError):
         pickle.loads(pickle.dumps(Unpicklable("timer", "every ever")))
-    monkeypatch.setattr(finishing, "_store", Failing(Advanced()))
+    monkeypatch.setattr(finishing, "_firing", Failing(Advanced()))
     with pytest.raises(FinishingFailed) as raised:
         finishing._finish_here(job())
     again = pickle.loads(pickle.dumps(raised.value))

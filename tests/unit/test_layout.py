@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import inspect
 import sys
 from importlib.metadata import version
 from pathlib import Path
@@ -135,6 +136,50 @@ def test_a_rule_module_imports_the_standard_library_and_the_rules(
     module: Path, package: str
 ) -> None:
     assert foreign(module, package) == []
+
+
+STORAGE = sorted(Path(bridge.__file__).parent.joinpath("storage").glob("*.py"))
+
+#: The functions of the rules storage still calls, by module: each is to move into a unit
+#: of work of :mod:`bridge.service`, as the settlements have. The list only shrinks.
+STORAGE_STILL_DECIDES = {
+    "database.py": {"bridge.rules.servers.mysql_refusal"},
+    "health.py": {"bridge.rules.health.worst"},
+    "retention.py": {"bridge.rules.retention.needs_look"},
+    "runs.py": {"bridge.rules.health.waiting_since"},
+    "schedules.py": {"bridge.rules.audit.difference", "bridge.rules.audit.snapshot"},
+    "sync.py": {"bridge.rules.audit.difference", "bridge.rules.audit.snapshot"},
+    "tokens.py": {"bridge.rules.audit.token_fields"},
+}
+
+
+def rules_called(path: Path, package: str) -> set[str]:
+    """The functions of the rules a module imports: its types, enums and constants are
+    the vocabulary storage shares with them; a function is a decision."""
+    found = set()
+    for _, name, _ in imported(path.read_text(), package):
+        module, _, attribute = name.rpartition(".")
+        if (
+            name.startswith("bridge.rules.")
+            and module != "bridge.rules"
+            and inspect.isfunction(getattr(importlib.import_module(module), attribute))
+        ):
+            found.add(name)
+    return found
+
+
+def test_the_check_finds_a_rule_called() -> None:
+    settlement = Path(bridge.__file__).parent / "service" / "settlement.py"
+    assert {"bridge.rules.decisions.settle", "bridge.rules.fire.state_of"} <= rules_called(
+        settlement, "bridge.service"
+    )
+
+
+@pytest.mark.parametrize("module", STORAGE, ids=[path.name for path in STORAGE])
+def test_storage_applies_no_rule(module: Path) -> None:
+    """Storage runs statements and hands values back; the units of work of
+    :mod:`bridge.service` decide, through the rules, between its reads and its writes."""
+    assert rules_called(module, "bridge.storage") == STORAGE_STILL_DECIDES.get(module.name, set())
 
 
 def test_the_public_names_are_those_of_their_modules() -> None:

@@ -5,6 +5,10 @@ of a row it has marked while a worker may be recording that a run failed
 (owing a retry) or finished (freeing a held occurrence, starting a fixed
 delay). Both therefore lock the row, read its current values and write only
 what their decision owns, so neither undoes the other.
+
+Each function runs inside its caller's unit of work (``session``), on rows
+the caller has locked, or locks them itself in id order like every other
+writer of schedule rows.
 """
 
 from __future__ import annotations
@@ -13,28 +17,18 @@ import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
-from types import SimpleNamespace
-
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
 from bridge.rules.decisions import FINISHED_NOTES, Outcome, Plan, State, advance, rest, settle
 from bridge.rules.edits import TIMING_COLUMNS, retimes
 from bridge.rules.fire import ScheduleRow, state_of
-from bridge.rules.kinds import (
-    FINAL_STATUSES,
-    NON_FINAL_STATUSES,
-    SCHEDULED_TRIGGERS,
-    RunStatus,
-)
-from bridge.storage import tally
+from bridge.rules.kinds import RunStatus
+from bridge.storage import runs, tally
+from bridge.storage.counts import COUNTED_COLUMNS, count_ended
+from bridge.storage.database import Transaction
 from bridge.storage.incidents import Opening, open_incident
-from bridge.storage.models import PeriodicTask, TaskExecution
-from bridge.storage.rows import locked_rows, snapshot, write_changed, write_rows
-from bridge.storage.sql import among, plain_rows
+from bridge.storage.rows import Row, locked_rows, snapshot, write_changed
 
 logger = logging.getLogger("bridge.lifecycle")
-
 
 #: The columns :func:`apply_plan` writes, all of them: a batch writes them in one statement.
 PLAN_COLUMNS = (
@@ -64,8 +58,8 @@ CLAIMED_READ = ("id", "remaining", *TIMING_COLUMNS)
 
 
 def apply_plan(
-    session: Session,
-    row: PeriodicTask | SimpleNamespace,
+    session: Transaction,
+    row: Row,
     claimed: ScheduleRow,
     plan: Plan,
     sent: list[str],
@@ -74,9 +68,8 @@ def apply_plan(
 ) -> None:
     """Write a plan's outcome onto ``row`` (locked by the caller) and clear the mark.
 
-    ``row`` is a mapped row, or the plain values of one (beat's batches write
-    :data:`PLAN_COLUMNS` of all their rows in one statement, without the
-    ORM's unit of work).
+    ``row`` holds the plain values of a row: beat's batches write
+    :data:`PLAN_COLUMNS` of all their rows in one statement.
 
     ``claimed`` is the row as beat read it when it claimed it, ``sent`` the
     ids of the runs sent for the plan, the last one last, and ``last_status``
@@ -89,9 +82,9 @@ def apply_plan(
         current = replace(state_of(row), next_occurrence=plan.next_occurrence)
         if sent and current.fixed_delay and plan.next_occurrence is None:
             # A quick worker may have finished the run already: its end starts the delay.
-            outcome = _outcome_of(session, sent[-1])
-            if outcome is not None:
-                done = settle(current, outcome, True, now)
+            ended = runs.ended_run(session, sent[-1])
+            if ended is not None:
+                done = settle(current, Outcome.of(ended), True, now)
                 row.next_occurrence = done.next_occurrence
                 if done.finish_note is not None:
                     row.enabled, row.note = False, done.finish_note
@@ -123,11 +116,9 @@ def apply_plan(
     row.marked = None
 
 
-def _set_nextrun(
-    session: Session, row: PeriodicTask | SimpleNamespace, now: datetime, waiting: bool = False
-) -> None:
+def _set_nextrun(session: Transaction, row: Row, now: datetime, waiting: bool = False) -> None:
     """``nextrun`` from the row's cursor and pending work; finish a schedule with none left."""
-    runs_open = (waiting or row.held is not None) and _has_open_runs(session, row.id)
+    runs_open = (waiting or row.held is not None) and runs.has_open_runs(session, row.id)
     position = rest(state_of(row), row.next_occurrence, now, waiting, runs_open)
     row.nextrun = position.nextrun
     if position.finished is not None:
@@ -135,96 +126,25 @@ def _set_nextrun(
         row.note = position.finished
 
 
-def _has_open_runs(session: Session, schedule_id: int) -> bool:
-    return bool(
-        session.scalar(
-            select(func.count())
-            .select_from(TaskExecution)
-            .where(
-                TaskExecution.periodic_task_id == schedule_id,
-                TaskExecution.status.in_(NON_FINAL_STATUSES),
-            )
-        )
-    )
-
-
-def _outcome_of(session: Session, run_id: str) -> Outcome | None:
-    """The run as an :class:`Outcome` if it is final, else None.
-
-    Read without a lock: beat holds the schedule's row here while a worker
-    may hold the run's, and locking both ways round could deadlock. A worker
-    that finishes the run after this read settles it itself.
-    """
-    run = session.get(TaskExecution, run_id)
-    if run is None or RunStatus(run.status) in NON_FINAL_STATUSES:
-        return None
-    return Outcome.of(run)
-
-
-def _latest_scheduled(
-    session: Session, row: PeriodicTask | SimpleNamespace, state: State
-) -> str | None:
+def _latest_scheduled(session: Transaction, row: Row, state: State) -> str | None:
     """The id of the schedule's latest scheduled run, whose end starts a fixed delay.
 
     Only asked for fixed-delay schedules; manual and backfill runs do not count.
     """
     if not state.fixed_delay:
         return None
-    return session.scalar(
-        select(TaskExecution.id)
-        .where(
-            TaskExecution.periodic_task_id == row.id,
-            TaskExecution.trigger.in_(list(SCHEDULED_TRIGGERS)),
-        )
-        .order_by(TaskExecution.plan_time.desc(), TaskExecution.attempt.desc())
-        .limit(1)
-    )
+    return runs.latest_scheduled(session, row.id)
 
 
-#: The column of ``periodic_task`` counting the runs that ended with each final status,
-#: and the count of ``schedule_tally`` that counts them by hour.
-COUNTER_OF = {
-    RunStatus.SUCCESS: ("success_count", "success"),
-    RunStatus.FAILURE: ("failure_count", "failure"),
-    RunStatus.REVOKED: ("revoked_count", "revoked"),
-    RunStatus.LOST: ("lost_count", "lost"),
-}
+def give_up(session: Transaction, run_ids: Sequence[str], now: datetime, reason: str) -> None:
+    """End open runs ``LOST`` with ``reason`` and settle their schedules: a lost run may
+    owe a retry, count towards the breaker, free a held occurrence or start a fixed
+    delay, as a failure a worker reported does."""
+    ended = runs.end_runs(session, run_ids, RunStatus.LOST, now, reason)
+    settle_runs(session, [run_id for run_id, _ in ended], now)
 
 
-def count_ended(
-    session: Session,
-    row: PeriodicTask | SimpleNamespace,
-    status: RunStatus,
-    at: datetime,
-    runtime: float | None = None,
-) -> None:
-    """Count a run that ended on its schedule's ``row`` (locked by the caller) and in its
-    tally of the hour: by status, its runtime, and when the schedule last succeeded or
-    failed."""
-    counter, hourly = COUNTER_OF[status]
-    setattr(row, counter, (getattr(row, counter) or 0) + 1)
-    tally.add(session, row.id, at, **{hourly: 1, "runtime": runtime or 0.0})
-    if runtime:
-        row.runtime_total = (row.runtime_total or 0.0) + runtime
-    if status is RunStatus.SUCCESS:
-        row.last_success_at = at if row.last_success_at is None else max(row.last_success_at, at)
-    elif status in (RunStatus.FAILURE, RunStatus.LOST):
-        row.last_failure_at = at if row.last_failure_at is None else max(row.last_failure_at, at)
-
-
-def count_unsettled(
-    session: Session, schedule_ids: Sequence[int], status: RunStatus, at: datetime
-) -> None:
-    """Count runs that ended without a settlement (revoked, or not sent) on their schedules,
-    locked in id order like every other writer of schedule rows."""
-    rows = locked_rows(session, schedule_ids)
-    for schedule_id in schedule_ids:
-        if schedule_id in rows:
-            count_ended(session, rows[schedule_id], status, at)
-    write_rows(session, [rows[key] for key in sorted(rows)], SETTLE_COLUMNS)
-
-
-def settle_runs(session: Session, run_ids: Sequence[str], now: datetime) -> None:
+def settle_runs(session: Transaction, run_ids: Sequence[str], now: datetime) -> None:
     """Apply the consequences of runs that have just become final to their schedules.
 
     The runs that are final are read, then their schedules' rows locked in id
@@ -238,24 +158,7 @@ def settle_runs(session: Session, run_ids: Sequence[str], now: datetime) -> None
     if not run_ids:
         return
     position = {run_id: index for index, run_id in enumerate(run_ids)}
-    ended = plain_rows(
-        session,
-        select(
-            TaskExecution.id,
-            TaskExecution.periodic_task_id,
-            TaskExecution.trigger,
-            TaskExecution.status,
-            TaskExecution.plan_time,
-            TaskExecution.attempt,
-            TaskExecution.finished_at,
-            TaskExecution.updated_at,
-            TaskExecution.error,
-            TaskExecution.runtime,
-        ).where(
-            among(session, TaskExecution.id, run_ids),
-            TaskExecution.status.in_(FINAL_STATUSES),
-        ),
-    )
+    ended = runs.ended_runs(session, run_ids)
     rows = locked_rows(
         session, [run["periodic_task_id"] for run in ended if run["periodic_task_id"]]
     )
@@ -270,10 +173,7 @@ def settle_runs(session: Session, run_ids: Sequence[str], now: datetime) -> None
 
 #: The columns of a schedule's row that :func:`settle_run` may change.
 SETTLE_COLUMNS = (
-    *sorted({counter for counter, _ in COUNTER_OF.values()}),
-    "runtime_total",
-    "last_success_at",
-    "last_failure_at",
+    *COUNTED_COLUMNS,
     "expired_count",
     "retry_plan",
     "retry_attempt",
@@ -289,8 +189,8 @@ SETTLE_COLUMNS = (
 
 
 def settle_run(
-    session: Session,
-    row: PeriodicTask | SimpleNamespace,
+    session: Transaction,
+    row: Row,
     run_id: str,
     outcome: Outcome,
     now: datetime,

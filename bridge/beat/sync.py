@@ -5,7 +5,7 @@ its ``nextrun`` and counters; a changed one takes the new definition (and a
 new first occurrence when its timer, zone, start or end changed); an entry
 gone from the configuration is disabled. Rows created through the API or the
 CLI are never touched. The entries are checked here, with the app's
-configuration; :mod:`bridge.storage.sync` writes them.
+configuration; :mod:`bridge.service.sync` writes them.
 
 An entry's policies are under its ``"policies"`` key, with the keywords of
 :class:`~bridge.rules.policy.PolicyFields`. ``remaining`` is a countdown that beat
@@ -26,8 +26,8 @@ from bridge.celery_schedules import crontab_text, timer_text
 from bridge.clock import utcnow
 from bridge.errors import ValidationError
 from bridge.rules.definition import Definition, build_definition, require_occurrence
+from bridge.service.sync import ConfigSync
 from bridge.storage.database import Database
-from bridge.storage.sync import ConfigSync
 
 __all__ = ["crontab_text", "entry_definition", "sync_beat_schedule", "timer_text"]
 

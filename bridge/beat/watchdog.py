@@ -39,13 +39,13 @@ from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.rules.health import TROUBLE, Health, State, health_of, watched
 from bridge.rules.policy import OnOverrun
-from bridge.rules.retention import Limits, slice_of
+from bridge.rules.retention import FinalRuns, Limits, slice_of, to_look_at
 from bridge.rules.turns import Turns, pause_after
 from bridge.storage.beat import BeatStore
 from bridge.storage.database import Database, DatabaseError, error_reason
 from bridge.storage.health import AtRisk, Cursors, HealthStore
 from bridge.storage.incidents import IncidentStore, Opening
-from bridge.storage.retention import BATCH, Cursor, Flagged, Retention
+from bridge.storage.retention import BATCH, Cursor, Retention
 
 logger = logging.getLogger("bridge.watchdog")
 
@@ -126,7 +126,7 @@ class Watchdog:
         self._thread = threading.Thread(target=self._loop, name="bridge-watchdog", daemon=True)
         self._pruning = Turns(QUIET_MARGIN, STARVED_AFTER, PRUNE_BUDGET, time.monotonic())
         #: Schedules found to need a look, not yet pruned to their limits.
-        self._pending: dict[int, Flagged] = {}
+        self._pending: dict[int, FinalRuns] = {}
         self._ended_since: datetime | None = None
         self._count_after = 0
         self._count_slice = 0
@@ -327,7 +327,7 @@ class Watchdog:
         retention = self.retention
         since = self._ended_since or now - ENDED_SLACK
         ended = retention.ended_since(since)
-        self._flag(retention.flagged(ended, limits, now))
+        self._flag(to_look_at(retention.final_runs(ended, limits, now)))
         self._ended_since = now - ENDED_SLACK
         yield True
         if not self._count_after:
@@ -335,7 +335,7 @@ class Watchdog:
             passes = COUNT_ROUND / timedelta(seconds=self._pause)
             self._count_slice = slice_of(retention.schedules(), int(passes))
         counted = retention.count_slice(self._count_after, self._count_slice, limits, now)
-        self._flag(counted.flagged)
+        self._flag(to_look_at(counted.counted))
         self._count_after = counted.last_id or 0
         if counted.last_id is None:
             self.incidents.forget_closed(now - CLOSED_KEPT)
@@ -358,7 +358,7 @@ class Watchdog:
                 if swept.done:
                     break
 
-    def _flag(self, flagged: list[Flagged]) -> None:
+    def _flag(self, flagged: list[FinalRuns]) -> None:
         for schedule in flagged:
             self._pending.setdefault(schedule.id, schedule)
 

@@ -66,10 +66,10 @@ from bridge.rules.definition import (
 )
 from bridge.rules.edits import FRESH_STATE, retimes
 from bridge.rules.fire import state_of
-from bridge.rules.health import State, health_of, watched
+from bridge.rules.health import State, health_of, states_counted, watched
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus, Source, Trigger
 from bridge.rules.policy import Overlap, Policies, PolicyFields, duration
-from bridge.rules.retention import Limits
+from bridge.rules.retention import Limits, to_look_at
 from bridge.rules.runs import Envelope, Payload, expires_at, new_run, run_id_for
 from bridge.rules.stats import spread, success_rate
 from bridge.rules.timers import Timer, parse_timer
@@ -93,6 +93,8 @@ from bridge.rules.values import (
     seconds,
     whole_number,
 )
+from bridge.service.edits import Edits
+from bridge.service.tokens import Tokens
 from bridge.storage.audit import AuditStore, Change
 from bridge.storage.database import (
     Database,
@@ -166,6 +168,7 @@ class Bridge:
         self.settings = settings or Settings.from_app(app)
         self.database: Database = database_for(database_url or self.settings.database_url)
         self.store = ScheduleStore(self.database)
+        self.edits = Edits(self.database)
         self.history_store = HistoryStore(self.database)
         self.audit_store = AuditStore(self.database)
         self.overview_store = OverviewStore(self.database)
@@ -173,6 +176,7 @@ class Bridge:
         self.health_store = HealthStore(self.database)
         self.retention = Retention(self.database)
         self.token_store = TokenStore(self.database)
+        self.token_changes = Tokens(self.database)
         #: Who the audit log says made the changes of this object: ``cli:alice@host``, ...
         self.actor = actor or default_actor()
 
@@ -242,7 +246,7 @@ class Bridge:
             known_tasks=None if allow_unknown_task else self.known_tasks(),
         )
         first = require_occurrence(timer_, definition.policies, now, timer)
-        row = self.store.insert(
+        row = self.edits.insert(
             definition.new_row(
                 name, anchor=anchor, first=first, enabled=enabled, source=Source.API, now=now
             ),
@@ -278,7 +282,7 @@ class Bridge:
         lookup_text("name", name)
         flag("allow_unknown_task", allow_unknown_task)
         wanted_labels = None if labels is None else check_labels(labels)
-        with self.store.changing(name, self._change("edit"), now) as editing:
+        with self.edits.changing(name, self._change("edit"), now) as editing:
             row = editing.row
             # A new timer starts from now (an interval's grid is anchored there).
             anchor = now if timer is not None and timer != row.timer else row.anchor
@@ -323,7 +327,7 @@ class Bridge:
         lookup_text("name", name)
         note = check_note(note)
         now = utcnow()
-        with self.store.changing(name, self._change("pause", note), now) as editing:
+        with self.edits.changing(name, self._change("pause", note), now) as editing:
             row = editing.row
             if not row.enabled and (note is None or note == row.note):
                 shown = f"paused: {row.note}" if row.note else "paused"
@@ -348,7 +352,7 @@ class Bridge:
             raise ValidationError("from", from_, " or ".join(RESUME_FROM))
         now = utcnow()
         lookup_text("name", name)
-        with self.store.changing(name, self._change("resume", f"from {from_}"), now) as editing:
+        with self.edits.changing(name, self._change("resume", f"from {from_}"), now) as editing:
             row = editing.row
             if row.enabled and not row.broken:
                 raise StateConflict(
@@ -407,7 +411,7 @@ class Bridge:
 
     def remove(self, name: str) -> None:
         """Delete the schedule and, by cascade, its runs."""
-        self.store.remove(lookup_text("name", name), self._change("delete"), utcnow())
+        self.edits.remove(lookup_text("name", name), self._change("delete"), utcnow())
 
     def run(self, name: str, overlap: str | None = None) -> Run:
         """Send a run now (``trigger=manual``), whatever the timer says.
@@ -828,7 +832,7 @@ class Bridge:
         checked_role = check_role(role)
         until = expiry(expires, now)
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        row = self.token_store.create(
+        row = self.token_changes.create(
             name, checked_role.value, digest(secret), now, self._change("create token"), until
         )
         return Token.of(row), secret
@@ -841,7 +845,7 @@ class Bridge:
         """Stop the token ``name`` working, and end the dashboard sessions it began. The
         audit log records it (``revoke token``) unless the token was revoked already."""
         change = self._change("revoke token")
-        row = self.token_store.revoke(lookup_text("name", name), utcnow(), change)
+        row = self.token_changes.revoke(lookup_text("name", name), utcnow(), change)
         if row is None:
             raise ValidationError("name", name, "the name of a token (see bridge token ls)")
         return Token.of(row)
@@ -885,14 +889,14 @@ class Bridge:
         until = SILENCED_FOREVER if for_ is None else now + duration("for", for_)
         note = "until unsilenced" if for_ is None else f"until {until.isoformat()}"
         lookup_text("name", name)
-        with self.store.changing(name, self._change("silence", note), now) as editing:
+        with self.edits.changing(name, self._change("silence", note), now) as editing:
             editing.row.silenced_until = until
         return self.get(name)
 
     def unsilence(self, name: str) -> Schedule:
         """Send the schedule's alerts again."""
         change = self._change("unsilence")
-        with self.store.changing(lookup_text("name", name), change, utcnow()) as editing:
+        with self.edits.changing(lookup_text("name", name), change, utcnow()) as editing:
             editing.row.silenced_until = None
         return self.get(name)
 
@@ -908,7 +912,7 @@ class Bridge:
         while True:
             counted = self.retention.count_slice(after, PRUNE_SLICE, limits, now)
             schedules += counted.schedules
-            for flagged in counted.flagged:
+            for flagged in to_look_at(counted.counted):
                 runs += self.retention.prune_schedule(flagged, now, dry_run, thorough=True)
             if counted.last_id is None:
                 return Pruned(schedules, runs)
@@ -916,8 +920,10 @@ class Bridge:
 
     def health_counts(self, now: datetime | None = None) -> dict[str, int]:
         """How many schedules are in each health state (see
-        :meth:`bridge.storage.health.HealthStore.counts`)."""
-        return self.health_store.counts(now or utcnow(), self.settings.default_grace)
+        :meth:`bridge.storage.health.HealthStore.counts` and
+        :func:`bridge.rules.health.states_counted`)."""
+        found = self.health_store.counts(now or utcnow(), self.settings.default_grace)
+        return states_counted(found)
 
     def recent_statuses(
         self, schedule_ids: Sequence[int], count: int = 20

@@ -254,3 +254,24 @@ def worst(states: Sequence[Health]) -> Health:
     """The most pressing of several states (``ok`` for none)."""
     order = list(Health)
     return min(states, key=order.index, default=Health.OK)
+
+
+@dataclass(frozen=True)
+class StateCounts:
+    """How many schedules are in each state their row's columns give, and the schedules
+    whose runs or open incidents name another state: that state, and their columns'."""
+
+    by_columns: dict[str, int]
+    others: list[tuple[str, str]]
+
+
+def states_counted(states: StateCounts) -> dict[str, int]:
+    """How many schedules are in each health state: a schedule whose runs or incidents name
+    a state moves to it where it is the more pressing (an overrun or late run beats
+    failing, which beats running)."""
+    counts = dict(states.by_columns)
+    for state, was in states.others:
+        if state != was and worst([Health(state), Health(was)]) is Health(state):
+            counts[was] -= 1
+            counts[state] = counts.get(state, 0) + 1
+    return counts

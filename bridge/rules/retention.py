@@ -60,6 +60,20 @@ def needs_look(counts: Iterable[StatusCount], limits: Limits) -> bool:
     return bool(limits.keep_days) and any(c.old and c.runs >= 2 for c in counts)
 
 
+@dataclass(frozen=True)
+class FinalRuns:
+    """A schedule's final runs counted by status, with its limits (its own over the app's)."""
+
+    id: int
+    limits: Limits
+    counts: tuple[StatusCount, ...] = ()
+
+
+def to_look_at(schedules: Iterable[FinalRuns]) -> list[FinalRuns]:
+    """Those of the schedules, counted, whose final runs hold some that pruning deletes."""
+    return [s for s in schedules if s.limits.any and needs_look(s.counts, s.limits)]
+
+
 def slice_of(schedules: int, passes: int) -> int:
     """Schedules to count at each pass so that ``passes`` passes count them all."""
     return max(1, math.ceil(schedules / max(1, passes)))

@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import ColumnElement, Select, and_, case, func, literal_column, or_, select, text
 
-from bridge.rules.health import HELD_BY_WORKER, Health, OpenRunView, worst
+from bridge.rules.health import HELD_BY_WORKER, OpenRunView, StateCounts
 from bridge.rules.kinds import FINAL_STATUSES, NON_FINAL_STATUSES
 from bridge.storage.database import Database
 from bridge.storage.incidents import has_incident_of_its_state, settled
@@ -257,12 +257,13 @@ class HealthStore:
         with self.database.session() as session:
             return session.scalar(select(func.max(BeatInstance.last_tick)))
 
-    def counts(self, now: datetime, default_grace: float) -> dict[str, int]:
-        """How many schedules are in each health state: one pass over ``periodic_task`` by
-        the state its columns give (broken, finished, paused, late by its own grace, failing, new,
-        ok), then the few schedules whose runs or open incidents say more moved to the
-        state the health rule gives them (an overrun or late run beats failing, which
-        beats running)."""
+    def counts(self, now: datetime, default_grace: float) -> StateCounts:
+        """How many schedules are in each state their columns give (broken, finished,
+        paused, late by its own grace, failing, new, ok), in one pass over
+        ``periodic_task``, and the few schedules whose runs or open incidents say more
+        (an overrun or late incident, a run held by a worker), each with that state and
+        the one its columns gave: :func:`bridge.rules.health.states_counted` judges which
+        wins."""
         table = PeriodicTask
         moved: dict[int, str] = {}
         counts: dict[str, int] = {}
@@ -299,19 +300,11 @@ class HealthStore:
             for holder in session.scalars(held.distinct()):
                 if holder is not None:
                     moved.setdefault(holder, "running")
+            changes = []
             if moved:
                 found = select(table.id, category).where(table.id.in_(list(moved)))
-                for schedule_id, was in session.execute(found):
-                    state = moved[schedule_id]
-                    if _overrides(state, was):
-                        counts[was] -= 1
-                        counts[state] = counts.get(state, 0) + 1
-        return {state: int(count) for state, count in counts.items()}
-
-
-def _overrides(state: str, was: str) -> bool:
-    """Whether ``state`` is more pressing than ``was``, in the order of the health rule."""
-    return state != was and worst([Health(state), Health(was)]) is Health(state)
+                changes = [(moved[schedule_id], was) for schedule_id, was in session.execute(found)]
+        return StateCounts({state: int(count) for state, count in counts.items()}, changes)
 
 
 def _failing_or_broken(dialect: str) -> ColumnElement[bool]:

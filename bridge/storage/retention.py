@@ -16,10 +16,10 @@ delete, not the number of schedules:
   their status, for every schedule at once. It is the bulk of the work, and
   it reads each run once in its life (once per beat start, for the runs
   that stay: the latest of a status, those of schedules kept longer).
-* :meth:`Retention.flagged` counts, grouped by schedule and status, the
+* :meth:`Retention.final_runs` counts, grouped by schedule and status, the
   final runs of a set of schedules (those that ended runs lately, or a slice
-  of all of them by id) and names those that hold runs to delete
-  (:func:`bridge.rules.retention.needs_look`): too many, or old ones the
+  of all of them by id); the rules name those that hold runs to delete
+  (:func:`bridge.rules.retention.to_look_at`): too many, or old ones the
   sweep passed over because they were then the latest of their status. Only
   these get a look of their own (:meth:`Retention.prune_schedule`).
 
@@ -57,7 +57,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import Session, aliased
 
 from bridge.rules.kinds import FINAL_STATUSES
-from bridge.rules.retention import Limits, StatusCount, needs_look
+from bridge.rules.retention import FinalRuns, Limits, StatusCount
 from bridge.storage.database import Database
 from bridge.storage.models import PeriodicTask, TaskExecution
 from bridge.storage.sql import among, before, changed_rows, dialect_of
@@ -81,18 +81,11 @@ class Pruned:
 
 
 @dataclass(frozen=True)
-class Flagged:
-    """A schedule whose runs need a look, with its limits (its own over the app's)."""
-
-    id: int
-    limits: Limits
-
-
-@dataclass(frozen=True)
 class Counted:
-    """A slice of schedules counted: those flagged, and where the next slice starts."""
+    """A slice of schedules counted: the final runs of each that has some, and where the
+    next slice starts."""
 
-    flagged: list[Flagged]
+    counted: list[FinalRuns]
     schedules: int
     #: The id of the last schedule counted; None when the slice reached the end.
     last_id: int | None
@@ -152,7 +145,7 @@ class Retention:
 
     def count_slice(self, after_id: int, schedules: int, limits: Limits, now: datetime) -> Counted:
         """Count the final runs of up to ``schedules`` schedules whose id follows
-        ``after_id``, and name those that need a look."""
+        ``after_id``."""
         table = PeriodicTask
         with self.database.session() as session:
             ids = list(
@@ -160,7 +153,7 @@ class Retention:
                     select(table.id).where(table.id > after_id).order_by(table.id).limit(schedules)
                 )
             )
-            flagged = []
+            counted = []
             if ids:
                 # The slice is every id from the first to the last: a range, not a list of
                 # a thousand parameters, and stated of the runs too, so that PostgreSQL
@@ -170,23 +163,25 @@ class Retention:
                 within = and_(
                     table.id > after_id, table.id <= ids[-1], owner > after_id, owner <= ids[-1]
                 )
-                flagged = self._flagged(session, within, limits, now)
+                counted = self._final_runs(session, within, limits, now)
         last = ids[-1] if len(ids) == schedules else None
-        return Counted(flagged, len(ids), last)
+        return Counted(counted, len(ids), last)
 
-    def flagged(self, schedule_ids: Sequence[int], limits: Limits, now: datetime) -> list[Flagged]:
-        """Of these schedules, those whose final runs need a look."""
+    def final_runs(
+        self, schedule_ids: Sequence[int], limits: Limits, now: datetime
+    ) -> list[FinalRuns]:
+        """The final runs of those of these schedules that have some, counted by status."""
         if not schedule_ids:
             return []
         with self.database.session() as session:
-            return self._flagged(
+            return self._final_runs(
                 session, among(session, PeriodicTask.id, schedule_ids), limits, now
             )
 
     @staticmethod
-    def _flagged(
+    def _final_runs(
         session: Session, which: ColumnElement[bool], limits: Limits, now: datetime
-    ) -> list[Flagged]:
+    ) -> list[FinalRuns]:
         table, run = PeriodicTask, TaskExecution
         days = func.coalesce(table.keep_days, limits.keep_days)
         old = case(
@@ -213,9 +208,8 @@ class Retention:
                 StatusCount(int(runs), int(old_runs or 0))
             )
         return [
-            Flagged(schedule_id, own)
+            FinalRuns(schedule_id, own, tuple(by_status))
             for schedule_id, (own, by_status) in counts.items()
-            if own.any and needs_look(by_status, own)
         ]
 
     def keep_days_in_use(self, limits: Limits) -> set[int]:
@@ -269,7 +263,7 @@ class Retention:
             return Swept(len(deleted), last, len(read) < SWEEP_READ and len(deleted) < BATCH)
 
     def prune_schedule(
-        self, flagged: Flagged, now: datetime, dry_run: bool = False, thorough: bool = False
+        self, flagged: FinalRuns, now: datetime, dry_run: bool = False, thorough: bool = False
     ) -> int:
         """Prune one schedule's runs beyond its limits: a batch (``thorough``: batches until
         it is done; ``dry_run``: count what would go, all of it)."""

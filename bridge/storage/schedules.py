@@ -2,15 +2,16 @@
 runs listed; runs sent by hand recorded.
 
 The Python API (:class:`bridge.manage.api.Bridge`) builds no statement: it
-calls this gateway, whose methods are each one transaction. Rows come back
-detached, their values loaded.
+calls this gateway, whose methods are each one transaction, and, for a
+change that the audit log records, a unit of work of
+:mod:`bridge.service.edits`, which composes the functions at the end of
+this module in one. Rows come back detached, their values loaded.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -19,12 +20,11 @@ from sqlalchemy import ColumnElement, Select, and_, delete, func, select, tuple_
 from sqlalchemy.orm import Session, selectinload
 
 from bridge.errors import DuplicateSchedule, ScheduleNotFound
-from bridge.rules.audit import difference, snapshot
 from bridge.rules.decisions import FINISHED_NOTES, OpenRun
 from bridge.rules.kinds import RunStatus
 from bridge.storage import runs
 from bridge.storage.audit import Change, log
-from bridge.storage.database import Database, UniqueViolation
+from bridge.storage.database import Database
 from bridge.storage.incidents import close_incidents_of
 from bridge.storage.models import (
     BeatInstance,
@@ -137,14 +137,6 @@ class ScheduleFilter:
         return criteria
 
 
-@dataclass
-class Editing:
-    """A schedule being changed: its row, and its labels to write with it."""
-
-    row: PeriodicTask
-    labels: tuple[str, ...]
-
-
 class ScheduleStore:
     """Schedules and their runs, for the management side, against one database.
 
@@ -234,60 +226,6 @@ class ScheduleStore:
         )
         with self.database.session() as session:
             return list(session.scalars(statement))
-
-    def insert(self, values: dict[str, Any], labels: Sequence[str], change: Change) -> PeriodicTask:
-        """Create a schedule; :class:`DuplicateSchedule` if its name is taken."""
-        row = PeriodicTask(**values)
-        row.label_rows = [ScheduleLabel(label=label) for label in labels]
-        try:
-            with self.database.session() as session:
-                exists = select(PeriodicTask.id).where(PeriodicTask.name == row.name)
-                if session.scalar(exists):
-                    raise DuplicateSchedule(row.name)
-                session.add(row)
-                session.flush()
-                log(session, change, row.updated_at, row.id, row.name, after=snapshot(row, labels))
-        except UniqueViolation:
-            raise DuplicateSchedule(row.name) from None
-        return row
-
-    @contextmanager
-    def changing(self, name: str, change: Change, now: datetime) -> Iterator[Editing]:
-        """The schedule called ``name``, whose changes (row and labels) are written when the
-        block ends, and not at all if it raises.
-
-        The fields that changed go into the audit log, with ``change``, at ``now``:
-        the time the change was asked for, not the row's ``updated_at``, which only
-        a change of the definition moves (a silence leaves it). A block that
-        changed nothing logs nothing.
-        """
-        with self.database.session() as session:
-            row = _by_name(session, name)
-            before = snapshot(row, row.labels)
-            editing = Editing(row, row.labels)
-            yield editing
-            if editing.labels != row.labels:
-                row.labels = editing.labels
-            old, new = difference(before, snapshot(row, editing.labels))
-            if old or new:
-                log(session, change, now, row.id, row.name, old, new)
-
-    def remove(self, name: str, change: Change, now: datetime) -> None:
-        """Delete the schedule, its runs, labels and tallies; its open incidents close (their
-        recoveries go) and stay, without their schedule.
-
-        The runs go first and the schedule row last: workers lock a run and then
-        its schedule, so taking them the other way round could deadlock.
-        """
-        with self.database.session() as session:
-            found = session.scalar(select(PeriodicTask.id).where(PeriodicTask.name == name))
-            if found is None:
-                raise ScheduleNotFound(name)
-            session.execute(delete(TaskExecution).where(TaskExecution.periodic_task_id == found))
-            close_incidents_of(session, found, now)
-            row = _by_name(session, name)
-            log(session, change, now, row.id, name, before=snapshot(row, row.labels))
-            session.execute(delete(PeriodicTask).where(PeriodicTask.id == row.id))
 
     def note_action(
         self, schedule_id: int | None, name: str, change: Change, now: datetime, **after: Any
@@ -401,6 +339,45 @@ def _labels_statement(postgres: bool) -> Select[int, str]:
 
 def _with_labels(statement: _Statement) -> _Statement:
     return statement.options(selectinload(PeriodicTask.label_rows))
+
+
+def add(session: Session, values: dict[str, Any], labels: Sequence[str]) -> PeriodicTask:
+    """Insert a schedule with its labels; :class:`DuplicateSchedule` if its name is taken
+    (found first, or refused by the unique index to a concurrent insert)."""
+    row = PeriodicTask(**values)
+    row.label_rows = [ScheduleLabel(label=label) for label in labels]
+    if session.scalar(select(PeriodicTask.id).where(PeriodicTask.name == row.name)):
+        raise DuplicateSchedule(row.name)
+    session.add(row)
+    session.flush()
+    return row
+
+
+def by_name(session: Session, name: str) -> PeriodicTask:
+    """The schedule called ``name``, its labels loaded, for the transaction to change;
+    :class:`ScheduleNotFound` if none."""
+    return _by_name(session, name)
+
+
+def delete_runs_of(session: Session, name: str, now: datetime) -> None:
+    """Delete the runs of the schedule called ``name`` and close its open incidents (their
+    recoveries go, and they stay, without their schedule); :class:`ScheduleNotFound` if
+    there is no such schedule.
+
+    The runs go before the schedule's row (:func:`delete_schedule`): workers lock
+    a run and then its schedule, so taking them the other way round could
+    deadlock.
+    """
+    found = session.scalar(select(PeriodicTask.id).where(PeriodicTask.name == name))
+    if found is None:
+        raise ScheduleNotFound(name)
+    session.execute(delete(TaskExecution).where(TaskExecution.periodic_task_id == found))
+    close_incidents_of(session, found, now)
+
+
+def delete_schedule(session: Session, schedule_id: int) -> None:
+    """Delete the schedule's row, with its labels and tallies."""
+    session.execute(delete(PeriodicTask).where(PeriodicTask.id == schedule_id))
 
 
 def _by_name(session: Session, name: str) -> PeriodicTask:

@@ -5,8 +5,9 @@ Secrets arrive here as their digests only (:func:`bridge.rules.tokens.digest`):
 nothing in the store lets anyone sign in. A token that is revoked or past its
 expiry is refused where it is looked up, and so are the sessions it began, in
 the same statement: revoking a token ends them at the next request. Making a
-token and revoking one write their audit entry in the same transaction, naming
-the token and its role (:func:`bridge.rules.audit.token_fields`).
+token and revoking one are units of work of :mod:`bridge.service.tokens`,
+which write their audit entry in the same transaction through
+:func:`add_token` and :func:`revoke_token`.
 """
 
 from __future__ import annotations
@@ -14,11 +15,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from sqlalchemy import ColumnElement, and_, delete, or_, select, update
+from sqlalchemy.orm import Session
 
-from bridge.errors import DuplicateToken
-from bridge.rules.audit import NO_SCHEDULE, token_fields
-from bridge.storage.audit import Change, log
-from bridge.storage.database import Database, UniqueViolation
+from bridge.storage.database import Database
 from bridge.storage.models import ApiToken, DashboardSession
 
 #: How stale ``last_used_at`` may grow before a request writes it again: one write a
@@ -42,64 +41,10 @@ class TokenStore:
 
     # -- tokens ------------------------------------------------------------------------------
 
-    def create(
-        self,
-        name: str,
-        role: str,
-        secret_digest: str,
-        now: datetime,
-        change: Change,
-        expires_at: datetime | None,
-    ) -> ApiToken:
-        """Store a token made by ``change``'s actor, with its audit entry."""
-        token = ApiToken(
-            name=name,
-            role=role,
-            secret_digest=secret_digest,
-            created_at=now,
-            created_by=change.actor[:255],
-            expires_at=expires_at,
-        )
-        try:
-            with self.database.session() as session:
-                session.add(token)
-                log(
-                    session,
-                    change,
-                    now,
-                    None,
-                    NO_SCHEDULE,
-                    after=token_fields(name, role, expires_at),
-                )
-        except UniqueViolation:
-            raise DuplicateToken(token.name) from None
-        return token
-
     def every(self) -> list[ApiToken]:
         """Every token, revoked and expired ones too, by name."""
         with self.database.session() as session:
             return list(session.scalars(select(ApiToken).order_by(ApiToken.name)))
-
-    def revoke(self, name: str, now: datetime, change: Change) -> ApiToken | None:
-        """Revoke the token ``name``, with its audit entry (one revoked already keeps its
-        time, and logs nothing); None: no such token."""
-        with self.database.session() as session:
-            revoked = session.execute(
-                update(ApiToken)
-                .where(ApiToken.name == name, ApiToken.revoked_at.is_(None))
-                .values(revoked_at=now)
-            )
-            # Its sessions would be refused anyway; they are of no use to keep.
-            session.execute(
-                delete(DashboardSession).where(
-                    DashboardSession.token_id.in_(select(ApiToken.id).where(ApiToken.name == name))
-                )
-            )
-            token = session.scalar(select(ApiToken).where(ApiToken.name == name))
-            if token is not None and revoked.rowcount:  # type: ignore[attr-defined]
-                fields = token_fields(token.name, token.role, token.expires_at)
-                log(session, change, now, None, NO_SCHEDULE, after=fields)
-            return token
 
     def holder(self, secret_digest: str, now: datetime) -> ApiToken | None:
         """The working token whose secret has ``secret_digest``, marked used at ``now``
@@ -158,3 +103,45 @@ class TokenStore:
     def end_session(self, session_digest: str) -> None:
         with self.database.session() as session:
             session.execute(delete(DashboardSession).where(DashboardSession.id == session_digest))
+
+
+def add_token(
+    session: Session,
+    name: str,
+    role: str,
+    secret_digest: str,
+    now: datetime,
+    created_by: str,
+    expires_at: datetime | None,
+) -> ApiToken:
+    """Store a token (a name taken is refused by the unique index as the transaction
+    writes it)."""
+    token = ApiToken(
+        name=name,
+        role=role,
+        secret_digest=secret_digest,
+        created_at=now,
+        created_by=created_by[:255],
+        expires_at=expires_at,
+    )
+    session.add(token)
+    session.flush()
+    return token
+
+
+def revoke_token(session: Session, name: str, now: datetime) -> tuple[ApiToken | None, bool]:
+    """Revoke the token ``name`` (one revoked already keeps its time) and end the sessions
+    it began: the token (None: no such token), and whether this call revoked it."""
+    revoked = session.execute(
+        update(ApiToken)
+        .where(ApiToken.name == name, ApiToken.revoked_at.is_(None))
+        .values(revoked_at=now)
+    )
+    # Its sessions would be refused anyway; they are of no use to keep.
+    session.execute(
+        delete(DashboardSession).where(
+            DashboardSession.token_id.in_(select(ApiToken.id).where(ApiToken.name == name))
+        )
+    )
+    token = session.scalar(select(ApiToken).where(ApiToken.name == name))
+    return token, bool(revoked.rowcount)  # type: ignore[attr-defined]

@@ -399,8 +399,8 @@ def test_an_alert_another_sender_sent_meanwhile_is_not_claimed_again(
 
 
 def test_a_backfill_does_not_resend_what_retention_pruned(sender: Bridge, migrated: str) -> None:
-    from bridge.rules.retention import Limits
-    from bridge.storage.retention import Flagged, Retention
+    from bridge.rules.retention import FinalRuns, Limits
+    from bridge.storage.retention import Retention
 
     schedule = add(sender, "kept-short", timer="0 * * * *", allow_unknown_task=True)
     end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
@@ -410,7 +410,7 @@ def test_a_backfill_does_not_resend_what_retention_pruned(sender: Bridge, migrat
     for run in first.created:
         sender.cancel(run.id)
     retention = Retention(database_for(migrated))
-    done = retention.prune_schedule(Flagged(schedule.id, Limits(2, 0)), datetime.now(UTC))
+    done = retention.prune_schedule(FinalRuns(schedule.id, Limits(2, 0)), datetime.now(UTC))
     assert done == 4  # six runs: the two latest are kept
     again = sender.backfill("kept-short", start, end)
     assert (len(again.created), again.existing) == (0, 6)

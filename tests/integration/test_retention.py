@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from bridge import Bridge
-from bridge.rules.retention import Limits
+from bridge.rules.retention import Limits, to_look_at
 from bridge.storage.database import database_for
 from bridge.storage.models import PeriodicTask, TaskExecution
 from bridge.storage.retention import BATCH, Cursor, Retention
@@ -144,21 +144,21 @@ def test_counts_name_only_the_schedules_with_runs_to_delete(api: Bridge, migrate
     limits = Limits(100, 30)
     counted = retention.count_slice(0, 100, limits, now)
     assert counted.schedules == 4 and counted.last_id is None
-    assert {f.id: f.limits for f in counted.flagged} == {
+    assert {f.id: f.limits for f in to_look_at(counted.counted)} == {
         over: Limits(10, 30),
         aged: Limits(100, 1),
     }
     sliced = retention.count_slice(0, 2, limits, now)
     assert (sliced.schedules, sliced.last_id) == (2, within)
-    assert [f.id for f in retention.flagged([aged, alone], limits, now)] == [aged]
+    assert [f.id for f in to_look_at(retention.final_runs([aged, alone], limits, now))] == [aged]
     # Those that ended runs lately, through the index on (status, updated_at).
     assert retention.ended_since(now - 2 * minute) == [over, within, aged]
     assert retention.ended_since(now + minute) == []
-    for flagged in counted.flagged:
+    for flagged in to_look_at(counted.counted):
         retention.prune_schedule(flagged, now)
     assert len(kept(migrated, over)) == 10
     assert len(kept(migrated, aged)) == 1
-    assert retention.count_slice(0, 100, limits, now).flagged == []
+    assert to_look_at(retention.count_slice(0, 100, limits, now).counted) == []
 
 
 def test_bridge_prune_counts_then_prunes_every_schedule(api: Bridge, migrated: str) -> None:

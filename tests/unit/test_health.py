@@ -9,7 +9,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bridge.rules.decisions import FINISHED_NOTES
-from bridge.rules.health import TROUBLE, Health, OpenRunView, Watched, health_of, worst
+from bridge.rules.health import (
+    TROUBLE,
+    Health,
+    OpenRunView,
+    StateCounts,
+    Watched,
+    health_of,
+    states_counted,
+    worst,
+)
 
 NOW = datetime(2026, 11, 27, 12, tzinfo=UTC)
 GRACE = timedelta(minutes=1)
@@ -156,3 +165,11 @@ def test_a_healthy_row_with_nothing_open_is_ok_or_new(subject: Watched) -> None:
 def test_worst_of_several() -> None:
     assert worst([Health.OK, Health.LATE, Health.RUNNING]) is Health.LATE
     assert worst([]) is Health.OK
+
+
+def test_a_schedule_moves_to_the_state_its_runs_name_when_that_is_more_pressing() -> None:
+    by_columns = {"failing": 2, "ok": 3}
+    others = [("overrun", "failing"), ("running", "failing"), ("running", "ok")]
+    counts = states_counted(StateCounts(by_columns, others))
+    assert counts == {"failing": 1, "overrun": 1, "ok": 2, "running": 1}
+    assert sum(counts.values()) == 5 and by_columns == {"failing": 2, "ok": 3}

@@ -144,12 +144,7 @@ STORAGE = sorted(Path(bridge.__file__).parent.joinpath("storage").glob("*.py"))
 #: of work of :mod:`bridge.service`, as the settlements have. The list only shrinks.
 STORAGE_STILL_DECIDES = {
     "database.py": {"bridge.rules.servers.mysql_refusal"},
-    "health.py": {"bridge.rules.health.worst"},
-    "retention.py": {"bridge.rules.retention.needs_look"},
     "runs.py": {"bridge.rules.health.waiting_since"},
-    "schedules.py": {"bridge.rules.audit.difference", "bridge.rules.audit.snapshot"},
-    "sync.py": {"bridge.rules.audit.difference", "bridge.rules.audit.snapshot"},
-    "tokens.py": {"bridge.rules.audit.token_fields"},
 }
 
 

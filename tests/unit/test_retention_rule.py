@@ -5,7 +5,15 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.rules.retention import COUNT_SLACK, Limits, StatusCount, needs_look, slice_of
+from bridge.rules.retention import (
+    COUNT_SLACK,
+    FinalRuns,
+    Limits,
+    StatusCount,
+    needs_look,
+    slice_of,
+    to_look_at,
+)
 
 counts = st.lists(
     st.tuples(st.integers(0, 2000), st.integers(0, 2000)).map(
@@ -52,3 +60,10 @@ def test_slices_cover_every_schedule_in_the_passes(schedules: int, passes: int) 
     size = slice_of(schedules, passes)
     assert size >= 1
     assert size * max(1, passes) >= schedules
+
+
+def test_only_schedules_with_limits_and_runs_beyond_them_get_a_look() -> None:
+    over = FinalRuns(1, Limits(3, 0), (StatusCount(5, 0),))
+    within = FinalRuns(2, Limits(3, 0), (StatusCount(4, 0),))
+    unlimited = FinalRuns(3, Limits(0, 0), (StatusCount(5000, 5000),))
+    assert to_look_at([over, within, unlimited]) == [over]

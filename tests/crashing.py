@@ -63,8 +63,9 @@ _beat = os.getpid()
 
 class CrashingScheduler(DatabaseScheduler):  # type: ignore[misc]
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        # The store's class, before the scheduler starts its finishing process: that
-        # process is forked from beat, and marks sent and advances with the same store.
+        # The classes of the store and of the advance, before the scheduler starts its
+        # finishing process: that process is forked from beat, and marks sent and
+        # advances with the same ones.
         global _beat
         _beat = os.getpid()
         point = os.environ["BRIDGE_TEST_CRASH_AT"]

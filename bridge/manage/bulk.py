@@ -3,12 +3,12 @@
 A line is one JSON object with the fields of ``bridge add``: ``name``,
 ``task`` and ``timer`` (required), ``args``, ``kwargs``, ``timezone``,
 ``queue``, ``options``, ``enabled``, ``anchor``, ``labels`` and every policy keyword of
-:class:`~bridge.policy.PolicyFields`. A line is a complete definition, not a
+:class:`~bridge.rules.policy.PolicyFields`. A line is a complete definition, not a
 patch: a field left out takes the default ``add`` gives it, so importing a
 file makes each schedule it names exactly what its line says.
 
 Import checks each line in Python, with no database connection, through the
-same checks as :meth:`bridge.api.Bridge.add`, then writes in batches: one
+same checks as :meth:`bridge.manage.api.Bridge.add`, then writes in batches: one
 ``SELECT`` of the batch's names, one multi-row ``INSERT`` of the new
 schedules and one ``executemany`` ``UPDATE`` per kind of change, so that a
 hundred thousand lines take seconds rather than a transaction each.

@@ -317,7 +317,7 @@ def build_definition(
 ) -> tuple[Definition, Timer]:
     """Check every field and return the normalised definition with its parsed timer.
 
-    ``policies`` are the policy keywords given (see :class:`~bridge.policy.PolicyFields`),
+    ``policies`` are the policy keywords given (see :class:`~bridge.rules.policy.PolicyFields`),
     applied on top of ``base`` (a new schedule's defaults when None).
     """
     zone = check_timezone(timezone)

@@ -1,4 +1,5 @@
-"""Beat's statements for the fire sequence: claim, record, mark sent, advance, release.
+"""Beat's statements for the fire sequence: claim, record, mark sent, renew, release, and
+the rows a mark still holds, locked for the advance (:mod:`bridge.service.fire`).
 
 Every write that follows the claim names the claiming instance in its
 ``WHERE`` clause, so an instance whose mark was taken over can no longer move

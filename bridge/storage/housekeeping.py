@@ -55,7 +55,7 @@ def _death_of(
 
 
 class Housekeeping:
-    """Beat's sweeps and heartbeats against one database."""
+    """The runs beat's sweeps give up on, and beat's heartbeats, against one database."""
 
     def __init__(self, database: Database) -> None:
         self.database = database

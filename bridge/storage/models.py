@@ -131,7 +131,7 @@ class PeriodicTask(Base):
     #: beat next acts on the row, which jitter, a retry or a held run can move.
     next_occurrence: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
-    # Policies (see bridge.policy.Policies, which reads and writes these).
+    # Policies (see bridge.rules.policy.Policies, which reads and writes these).
     overlap: Mapped[str] = mapped_column(String(16), default="skip")
     catchup: Mapped[str] = mapped_column(String(16), default="latest")
     catchup_window: Mapped[float | None] = mapped_column(Float, nullable=True)

@@ -1,8 +1,8 @@
 """Statements on run records that beat and the management side share.
 
 Each function runs inside the caller's transaction (its ``session``): the
-gateways of :mod:`bridge.storage` compose them into transactions of their
-own, and nothing outside storage calls them directly.
+gateways of :mod:`bridge.storage` and the units of work of
+:mod:`bridge.service` compose them into transactions of their own.
 """
 
 from __future__ import annotations
@@ -317,6 +317,7 @@ def finish_runs(
     (no retry, no fixed delay): a run that is lost is settled instead, by
     :func:`bridge.service.settlement.give_up`.
     """
+    assert status is not RunStatus.LOST, "a lost run is settled: settlement.give_up"
     finished = end_runs(session, run_ids, status, now, reason)
     count_unsettled(session, [sid for _, sid in finished if sid is not None], status, now)
     return [run_id for run_id, _ in finished]

@@ -140,7 +140,8 @@ class ScheduleFilter:
 class ScheduleStore:
     """Schedules and their runs, for the management side, against one database.
 
-    Every change writes its entry in the audit log in its own transaction.
+    The changes made here (a run sent by hand, an action noted) write their entry
+    in the audit log in their own transaction.
     """
 
     def __init__(self, database: Database) -> None:
@@ -151,7 +152,7 @@ class ScheduleStore:
     def get(self, name: str) -> PeriodicTask:
         """The schedule called ``name``, its labels loaded; :class:`ScheduleNotFound` if none."""
         with self.database.session() as session:
-            return _by_name(session, name)
+            return by_name(session, name)
 
     def id_of(self, name: str) -> int:
         """The id of the schedule called ``name``; :class:`ScheduleNotFound` if none."""
@@ -353,12 +354,6 @@ def add(session: Session, values: dict[str, Any], labels: Sequence[str]) -> Peri
     return row
 
 
-def by_name(session: Session, name: str) -> PeriodicTask:
-    """The schedule called ``name``, its labels loaded, for the transaction to change;
-    :class:`ScheduleNotFound` if none."""
-    return _by_name(session, name)
-
-
 def delete_runs_of(session: Session, name: str, now: datetime) -> None:
     """Delete the runs of the schedule called ``name`` and close its open incidents (their
     recoveries go, and they stay, without their schedule); :class:`ScheduleNotFound` if
@@ -380,7 +375,9 @@ def delete_schedule(session: Session, schedule_id: int) -> None:
     session.execute(delete(PeriodicTask).where(PeriodicTask.id == schedule_id))
 
 
-def _by_name(session: Session, name: str) -> PeriodicTask:
+def by_name(session: Session, name: str) -> PeriodicTask:
+    """The schedule called ``name``, its labels loaded, for the transaction to read or
+    change; :class:`ScheduleNotFound` if none."""
     row = session.scalar(_with_labels(select(PeriodicTask).where(PeriodicTask.name == name)))
     if row is None:
         raise ScheduleNotFound(name)

@@ -48,7 +48,7 @@ from typing import Any, NamedTuple, TypeVar
 import kombu.exceptions
 from celery import Celery
 
-from bridge import broker, sending
+from bridge import broker
 from bridge.beat.finishing import Finish, Finished, Finisher, Fired, finish, renew_marks
 from bridge.beat.metrics import BeatMetrics
 from bridge.clock import utcnow
@@ -64,6 +64,7 @@ from bridge.rules.fire import (
     resumable,
 )
 from bridge.rules.kinds import RunStatus
+from bridge.service import sending
 from bridge.service.fire import Advance, Firing
 from bridge.service.sweeps import Sweeps
 from bridge.storage.beat import Recorded, Replaced, Row
@@ -515,7 +516,7 @@ class FireSequence:
         """Publish the fire's runs that are still PENDING; those published.
 
         A message that cannot be built ends its run FAILURE and raises
-        :class:`~bridge.sending.NotSent`; the row is then set aside.
+        :class:`~bridge.service.sending.NotSent`; the row is then set aside.
         """
         published = []
         expires = fire.expires(utcnow())

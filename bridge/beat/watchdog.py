@@ -34,13 +34,13 @@ from datetime import datetime, timedelta
 
 from celery import Celery
 
-from bridge import alerting, sending
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.rules.health import TROUBLE, Health, State, health_of, watched
 from bridge.rules.policy import OnOverrun
 from bridge.rules.retention import FinalRuns, Limits, slice_of, to_look_at
 from bridge.rules.turns import Turns, pause_after
+from bridge.service import alerting, sending
 from bridge.storage.beat import BeatStore
 from bridge.storage.database import Database, DatabaseError, error_reason
 from bridge.storage.health import AtRisk, Cursors, HealthStore

@@ -25,7 +25,6 @@ from typing import Any, Unpack
 
 from celery import Celery
 
-from bridge import sending
 from bridge.broker import Publisher, check_broker
 from bridge.clock import utcnow
 from bridge.config import Settings
@@ -93,6 +92,7 @@ from bridge.rules.values import (
     seconds,
     whole_number,
 )
+from bridge.service import sending
 from bridge.service.edits import Edits
 from bridge.service.tokens import Tokens
 from bridge.storage.audit import AuditStore, Change

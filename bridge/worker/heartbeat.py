@@ -26,10 +26,10 @@ from datetime import datetime, timedelta
 
 from celery import Celery
 
-from bridge import alerting
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.rules.words import short_duration
+from bridge.service import alerting
 from bridge.storage.database import DatabaseError, error_reason
 from bridge.storage.health import HealthStore
 from bridge.storage.incidents import IncidentStore, Opening

@@ -94,6 +94,7 @@ from bridge.rules.values import (
 )
 from bridge.service import sending
 from bridge.service.edits import Edits
+from bridge.service.incidents import Acknowledgements
 from bridge.service.tokens import Tokens
 from bridge.storage.audit import AuditStore, Change
 from bridge.storage.database import (
@@ -177,6 +178,7 @@ class Bridge:
         self.retention = Retention(self.database)
         self.token_store = TokenStore(self.database)
         self.token_changes = Tokens(self.database)
+        self.acknowledgements = Acknowledgements(self.database)
         #: Who the audit log says made the changes of this object: ``cli:alice@host``, ...
         self.actor = actor or default_actor()
 
@@ -813,9 +815,11 @@ class Bridge:
         return Page(found[:limit], paging.following(found, limit, lambda i: (i.id,)))
 
     def acknowledge(self, incident_id: int) -> IncidentRecord:
-        """Acknowledge an incident: its alert is not repeated (its recovery still goes)."""
+        """Acknowledge an incident: its alert is not repeated (its recovery still goes). The
+        audit log records it (``acknowledge``, naming the incident and its kind) in the
+        incident's schedule's trail; acknowledging it again changes and logs nothing."""
         number = whole_number("incident", incident_id)
-        incident = self.incident_store.acknowledge(number, self.actor, utcnow())
+        incident = self.acknowledgements.acknowledge(number, self._change("acknowledge"), utcnow())
         if incident is None:
             raise IncidentNotFound(number)
         return IncidentRecord.of(incident)

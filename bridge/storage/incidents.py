@@ -200,15 +200,6 @@ class IncidentStore:
         with self.database.session() as session:
             return list(session.scalars(statement))
 
-    def acknowledge(self, incident_id: int, who: str, now: datetime) -> Incident | None:
-        """Acknowledge an open incident: no more repeats. None if there is no such incident."""
-        with self.database.session() as session:
-            incident = session.get(Incident, incident_id, with_for_update=True)
-            if incident is not None and incident.acknowledged_at is None:
-                incident.acknowledged_at = now
-                incident.acknowledged_by = who[:255]
-            return incident
-
     def forget_closed(self, before: datetime) -> None:
         """Delete the incidents closed (and their recovery sent) before ``before``."""
         with self.database.session() as session:
@@ -352,3 +343,16 @@ def _owing(now: datetime, repeat: timedelta) -> ColumnElement[bool]:
         ),
     )
     return and_(~silenced, _unclaimed(now), owes)
+
+
+def acknowledge(
+    session: Session, incident_id: int, who: str, now: datetime
+) -> tuple[Incident | None, bool]:
+    """Acknowledge an incident (one acknowledged already keeps who and when): the incident
+    (None: no such incident), and whether this call acknowledged it."""
+    incident = session.get(Incident, incident_id, with_for_update=True)
+    if incident is None or incident.acknowledged_at is not None:
+        return incident, False
+    incident.acknowledged_at = now
+    incident.acknowledged_by = who[:255]
+    return incident, True

@@ -804,6 +804,13 @@ def test_health_incidents_silence_and_prune(deployment: Deployment) -> None:
     acked = deployment.admin.post(f"/api/v1/incidents/{opened['id']}/acknowledge")
     assert acked.status_code == 200
     assert acked.json()["acknowledged_by"] == "http:admin@127.0.0.1"
+    again = deployment.admin.post(f"/api/v1/incidents/{opened['id']}/acknowledge")
+    assert again.json()["acknowledged_at"] == acked.json()["acknowledged_at"]
+    trail = deployment.reader.get("/api/v1/schedules/web-failing/audit").json()["items"]
+    acks = [entry for entry in trail if entry["action"] == "acknowledge"]
+    assert [(a["actor"], a["after"]) for a in acks] == [
+        ("http:admin@127.0.0.1", {"incident": opened["id"], "kind": "failing"})
+    ]
     assert (
         deployment.reader.post(f"/api/v1/incidents/{opened['id']}/acknowledge").status_code == 403
     )

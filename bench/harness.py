@@ -367,6 +367,8 @@ class Beat:
         self.started = 0.0
         #: The largest VmRSS seen by :meth:`observe`, in KiB.
         self.rss_max_kib = 0
+        #: The largest PSS of beat and its finishing process seen by :meth:`observe`, in KiB.
+        self.pss_max_kib = 0
 
     def start(self) -> None:
         self.started = time.monotonic()
@@ -435,10 +437,12 @@ class Beat:
         return tree_status_kib(self.pid, key)
 
     def observe(self, seconds: float, every: float = 0.25) -> None:
-        """Wait ``seconds`` while sampling the RSS into :attr:`rss_max_kib`."""
+        """Wait ``seconds`` while sampling the RSS into :attr:`rss_max_kib` and the PSS of
+        beat with its finishing process into :attr:`pss_max_kib`."""
         deadline = time.monotonic() + seconds
         while True:
             self.rss_max_kib = max(self.rss_max_kib, self.status_kib("VmRSS"))
+            self.pss_max_kib = max(self.pss_max_kib, tree_kib(self.pid, "Pss"))
             left = deadline - time.monotonic()
             if left <= 0:
                 return
@@ -675,6 +679,20 @@ def tree_status_kib(root: int, key: str) -> int:
     for pid in process_tree(root)[1:]:
         with contextlib.suppress(OSError):
             total += private_kib(pid)
+    return total
+
+
+def tree_kib(root: int, key: str) -> int:
+    """``key`` of ``/proc/<pid>/smaps_rollup`` (``Pss``, ``Rss``) summed over ``root`` and its
+    descendants: with ``Pss`` a page two processes share counts half in each, so the sum is
+    the memory the tree holds."""
+    total = 0
+    for pid in process_tree(root):
+        try:
+            rows = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+        except OSError:
+            continue
+        total += sum(int(row.split()[1]) for row in rows if row.startswith(f"{key}:"))
     return total
 
 

@@ -56,13 +56,13 @@ from bench.harness import (
     Process,
     exit_status,
     process_env,
-    process_tree,
     run_checked,
     run_sql,
     server_database,
     status_kib,
     table,
     tree_cpu_seconds,
+    tree_kib,
     write_jsonl,
 )
 
@@ -89,20 +89,6 @@ class Minute:
     pss_mib: float
     rss_mib: float
     open_runs: int
-
-
-def tree_kib(root: int, key: str) -> int:
-    """``key`` of ``/proc/<pid>/smaps_rollup`` (``Pss``, ``Rss``) summed over ``root`` and its
-    descendants: with ``Pss`` a page two processes share counts half in each, so the sum is
-    the memory the tree holds."""
-    total = 0
-    for pid in process_tree(root):
-        try:
-            rows = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
-        except OSError:
-            continue
-        total += sum(int(row.split()[1]) for row in rows if row.startswith(f"{key}:"))
-    return total
 
 
 def write_schedules(path: Path, size: int, due: float, overlap: str, expires: str) -> None:

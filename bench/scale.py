@@ -13,7 +13,9 @@ rows are overdue, and measures from outside:
   lateness of the due rows' messages at the broker, beat's CPU;
 * an idle window of ``--idle`` seconds after the due rows were paused: the
   tick times and beat's CPU when nothing is due;
-* beat's largest resident memory (``VmRSS`` sampled, and ``VmHWM``).
+* beat's largest resident memory (``VmRSS`` sampled, and ``VmHWM``), and the
+  largest proportional set size of beat with its finishing process (PSS: a
+  page the two share counts once), the issue's measure.
 
     .venv/bin/python -m bench.scale
     .venv/bin/python -m bench.scale --sizes 1000,100000 --window 10 --idle 10
@@ -59,8 +61,9 @@ DUE_PREFIX = "due-"
 FAR_TIMER = "every 7d"
 FAR_FROM = timedelta(hours=1)
 FAR_SPAN = timedelta(days=7) - FAR_FROM
-#: The issue's targets at 1,000,000 rows.
-TARGET_RSS_MIB = 100.0
+#: The issue's targets at 1,000,000 rows: beat with its finishing process within 120 MB
+#: (MB: 10**6 bytes) of PSS, and idle under a hundredth of a core.
+TARGET_PSS_MB = 120.0
 TARGET_IDLE_CPU = 0.01
 
 
@@ -107,6 +110,7 @@ class Result:
     first_message: float
     rss_max_kib: int
     rss_peak_kib: int
+    pss_max_kib: int
     busy_cpu: float
     idle_cpu: float
     busy_ticks: list[Tick]
@@ -196,6 +200,7 @@ def measure(options: argparse.Namespace, rows: int) -> Result:
                 first_message=first.at - beat.started,
                 rss_max_kib=beat.rss_max_kib,
                 rss_peak_kib=beat.status_kib("VmHWM"),
+                pss_max_kib=beat.pss_max_kib,
                 busy_cpu=busy_cpu,
                 idle_cpu=idle_cpu,
                 busy_ticks=busy_ticks,
@@ -217,7 +222,9 @@ def report(options: argparse.Namespace, results: Sequence[Result]) -> None:
         print(f"  startup: beat instance line {r.ready:.2f}s, first message {r.first_message:.2f}s")
         print(
             f"  RSS: max sampled {r.rss_max_kib / 1024:.1f} MiB,"
-            f" peak (VmHWM) {r.rss_peak_kib / 1024:.1f} MiB"
+            f" peak (VmHWM) {r.rss_peak_kib / 1024:.1f} MiB;"
+            f" PSS of beat and its finishing process: max sampled {r.pss_max_kib / 1024:.1f} MiB"
+            f" ({r.pss_max_kib * 1024 / 1e6:.1f} MB)"
         )
         print(
             f"  CPU: idle {100 * r.idle_cpu:.2f} % over {options.idle:g}s,"
@@ -241,6 +248,7 @@ def report(options: argparse.Namespace, results: Sequence[Result]) -> None:
                 "ready s",
                 "1st msg s",
                 "RSS MiB",
+                "PSS MiB",
                 "idle CPU %",
                 "idle tick ms p50/p99",
                 "firing tick ms p50/p99",
@@ -253,6 +261,7 @@ def report(options: argparse.Namespace, results: Sequence[Result]) -> None:
                     f"{r.ready:.2f}",
                     f"{r.first_message:.2f}",
                     f"{r.rss_mib:.1f}",
+                    f"{r.pss_max_kib / 1024:.1f}",
                     f"{100 * r.idle_cpu:.2f}",
                     p50_p99(tick_seconds(r.idle_ticks)),
                     p50_p99(tick_seconds(r.firing_ticks)),
@@ -264,8 +273,8 @@ def report(options: argparse.Namespace, results: Sequence[Result]) -> None:
     )
     biggest = max(results, key=lambda r: r.rows)
     print(
-        f"targets at {biggest.rows:,} rows: RSS <= {TARGET_RSS_MIB:.0f} MiB"
-        f" {'met' if biggest.rss_mib <= TARGET_RSS_MIB else 'missed'},"
+        f"targets at {biggest.rows:,} rows: PSS <= {TARGET_PSS_MB:.0f} MB"
+        f" {'met' if biggest.pss_max_kib * 1024 / 1e6 <= TARGET_PSS_MB else 'missed'},"
         f" idle CPU < {100 * TARGET_IDLE_CPU:.0f} %"
         f" {'met' if biggest.idle_cpu < TARGET_IDLE_CPU else 'missed'}"
     )

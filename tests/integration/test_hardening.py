@@ -396,7 +396,8 @@ def test_the_server_command_logs_the_traceback_of_a_defect(tmp_path: Path, pg_ur
 
 
 def test_a_database_outage_is_answered_without_the_drivers_words(tmp_path: Path) -> None:
-    """A 503 says what to do; where the database is stays in the server's log."""
+    """A 503 says what to do; where the database is stays in the server's log, once for
+    the outage rather than once a request."""
     with served(tmp_path) as env:
         name = make_url(env.database_url).database
         url = f"{env.server_url}/api/v1/schedules"
@@ -425,6 +426,10 @@ def test_a_database_outage_is_answered_without_the_drivers_words(tmp_path: Path)
                 what="the reason in the server's log",
             )
             assert "not currently accepting connections" in server.log
+            for _ in range(10):  # a dashboard refreshing itself, a monitor's probes
+                assert httpx.get(url, timeout=60).status_code == 503
+            assert httpx.get(f"{env.server_url}/readyz", timeout=60).status_code == 503
+            assert server.log.count(": database: ") == 1, server.log
         finally:
             execute(PG_ADMIN_URL, f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
         assert httpx.get(url, timeout=60).status_code == 200

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+import time
 from typing import Any
 
 from celery import Celery
@@ -54,6 +56,7 @@ from bridge.manage.web.answers import (
 )
 from bridge.manage.web.routes import NotAllowed, Scraper, check_caller, router
 from bridge.manage.web.security import Access, ForwardedClient, request_refusal
+from bridge.rules.repeats import Repeats
 from bridge.rules.tokens import SignInLimit
 from bridge.version import __version__
 
@@ -67,6 +70,25 @@ DESCRIPTION = (
 )
 #: Where Swagger UI's files are served from, so that /docs needs no third-party host.
 DOCS_STATIC = "/docs/static"
+
+
+class Refusals:
+    """The database's refusals of requests, told in the log once a minute for the same
+    words (:mod:`bridge.rules.repeats`): an outage is a line a minute, not one for each
+    request a dashboard or a monitor sends meanwhile. Handlers run on any of the
+    server's threads."""
+
+    def __init__(self) -> None:
+        self._repeats = Repeats()
+        self._lock = threading.Lock()
+
+    def told(self, reason: str) -> str | None:
+        """What the log says of a refusal for ``reason`` now (None: nothing, this time)."""
+        with self._lock:
+            untold = self._repeats.tell(reason, time.monotonic())
+        if untold is None:
+            return None
+        return f"{reason} ({untold} more refused so since the last such line)" if untold else reason
 
 
 def create_app(celery_app: Celery | None = None, *, bridge: Bridge | None = None) -> FastAPI:
@@ -85,6 +107,7 @@ def create_app(celery_app: Celery | None = None, *, bridge: Bridge | None = None
     app.state.overview = dashboard.overview_reading(bridge)
     #: Failed sign-ins by client address, in this process's memory.
     app.state.sign_in_limit = SignInLimit()
+    app.state.refusals = Refusals()
     app.include_router(router)
     app.include_router(dashboard.router)
     app.mount("/static", StaticFiles(directory=dashboard.HERE / "static"), "static")
@@ -303,9 +326,9 @@ def _add_errors(app: FastAPI) -> None:
     def database(request: Request, exc: DatabaseError) -> JSONAnswer:
         # The driver's words may name the database's host, port and user: the log has
         # them, the caller what to do. A conflict the database ended is worth resending.
-        logger.warning(
-            "bridge: %s %s: database: %s", request.method, request.url.path, error_reason(exc)
-        )
+        told = app.state.refusals.told(error_reason(exc))
+        if told is not None:
+            logger.warning("bridge: %s %s: database: %s", request.method, request.url.path, told)
         message = (
             "the database ended this request's transaction in a conflict with another;"
             " send it again"
@@ -434,7 +457,9 @@ def _add_operations(app: FastAPI, bridge: Bridge) -> None:
             schema = bridge.database.schema()
         except DatabaseError as exc:
             # The driver's words may name hosts and users: the log has them, not the probe.
-            logger.error("bridge: /readyz: database unreachable: %s", error_reason(exc))
+            told = app.state.refusals.told(error_reason(exc))
+            if told is not None:
+                logger.error("bridge: /readyz: database unreachable: %s", told)
             return _not_ready("the database does not answer; see the log")
         # The database's address stays in the log, like the driver's words.
         problem = schema.refusal(__version__, "of this server")

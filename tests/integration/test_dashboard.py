@@ -361,6 +361,41 @@ def test_a_policy_emptied_on_the_edit_form_goes_back_to_its_default(site: Site) 
     assert body["max_attempts"] == 3
 
 
+def test_duplicate_opens_the_new_form_with_a_copy_under_a_name_of_its_own(site: Site) -> None:
+    site.add(
+        "team/original", timer="15 4 * * mon", timezone="Asia/Tokyo", kwargs={"n": 3},
+        catchup="all", overlap="allow", labels=["copied"],
+    )  # fmt: skip
+    site.api.post("/api/v1/schedules/team/original/pause", json={"note": "held"})
+    page = site.page()
+    page.goto(site.url + "/schedules/team/original")
+    page.get_by_role("link", name="Duplicate").click()
+    page.wait_for_url(site.url + "/new?from=team%2Foriginal")
+    assert page.get_by_label("name", exact=True).input_value() == "team/original-copy"
+    assert page.get_by_label("timer", exact=True).input_value() == "15 4 * * mon"
+    assert page.get_by_label("catchup", exact=True).input_value() == "all"
+    # The copy of a paused schedule is not enabled unless the box is ticked: it would fire
+    # beside the original.
+    assert not page.get_by_label("enabled (fires as soon as it is due)").is_checked()
+    page.get_by_role("button", name="Create").click()
+    page.wait_for_url(re.compile(re.escape(site.url + "/schedules/team%2Foriginal-copy?done=")))
+    original = site.api.get("/api/v1/schedules/team/original").json()
+    copy = site.api.get("/api/v1/schedules/team/original-copy").json()
+    compared = ("task", "timer", "timezone", "args", "kwargs", "catchup", "overlap", "labels")
+    assert {key: copy[key] for key in compared} == {key: original[key] for key in compared}
+    assert copy["enabled"] is False
+    # Again: the name is taken, which the form says beside it, and nothing is written.
+    page.goto(site.url + "/new?from=team%2Foriginal")
+    page.get_by_role("button", name="Create").click()
+    assert "a name no other schedule has" in page.locator("#e-name").inner_text()
+    assert not page.get_by_label("enabled (fires as soon as it is due)").is_checked()
+    names = [
+        item["name"] for item in site.api.get("/api/v1/schedules?prefix=team/").json()["items"]
+    ]
+    assert names == ["team/original", "team/original-copy"]
+    assert page.goto(site.url + "/new?from=nothing-of-that-name").status == 404
+
+
 #: For each checkbox of a page: the gap from its box to its label's words, and whether
 #: the two share a line.
 CHECKBOX_GAPS = """() => [...document.querySelectorAll("label input[type=checkbox]")].map(box => {

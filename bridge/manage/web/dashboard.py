@@ -454,8 +454,20 @@ def schedules(request: Request) -> HTMLResponse:
 
 @router.get("/new", response_class=HTMLResponse)
 def new_schedule(request: Request) -> HTMLResponse:
-    _, viewer = _form_reader(request)
-    return render(request, "form.html", viewer, **_form_context(None, {}, None))
+    """The form of a new schedule: empty, or (``?from=NAME``, the schedule page's
+    Duplicate) holding a copy of a schedule's definition and policies under a new name."""
+    bridge, viewer = _form_reader(request)
+    copied = request.query_params.get("from")
+    if copied is None:
+        return render(request, "form.html", viewer, **_form_context(None, {}, None))
+    original = bridge.get(copied)
+    values = {
+        **_values_of(original),
+        "name": f"{original.name}-copy",
+        "enabled": "on" if original.enabled else "",
+    }
+    context = _form_context(None, values, None)
+    return render(request, "form.html", viewer, copied_from=original.name, **context)
 
 
 @router.post("/new", response_model=None)
@@ -467,7 +479,9 @@ async def create_schedule(request: Request) -> Response:
         name = fields.pop("name", "")
         await run_in_threadpool(lambda: bridge.add(name, **fields))
     except ValidationError as exc:
-        return render(request, "form.html", viewer, 422, **_form_context(None, form, exc))
+        # As it was sent: an unticked box is not in the form, and is shown unticked.
+        values = {**form, "enabled": form.get("enabled", "")}
+        return render(request, "form.html", viewer, 422, **_form_context(None, values, exc))
     return _back(bridge, schedule_path(name), "done", f"created {name}")
 
 

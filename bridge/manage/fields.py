@@ -86,6 +86,31 @@ POLICY_HELP = {
 }
 
 
+#: The policies that take one of a few words, and what each word does, in a sentence: the
+#: dashboard's form offers them as choices.
+POLICY_CHOICES = {
+    "overlap": {
+        "skip": "no new run is sent while one is open",
+        "allow": "a new run is sent beside the open one",
+        "buffer_one": "one new run waits, and starts when the open one ends",
+        "replace": "the open run is revoked and the new one sent",
+    },
+    "catchup": {
+        "latest": "the latest missed occurrence runs, once",
+        "all": "every missed occurrence runs, oldest first",
+        "none": "missed occurrences are counted; none runs",
+    },
+    "on_overrun": {
+        "none": "an overrun is alerted, and the run goes on",
+        "revoke": "the run is revoked as well",
+        "terminate": "the run is revoked and its process terminated",
+    },
+}
+
+#: Values a policy that also takes durations is often given, offered as suggestions.
+POLICY_SUGGESTIONS = {"expires": ("next", "never", "10m", "1h")}
+
+
 #: The definition fields of a schedule besides the policies, and what each takes.
 DEFINITION_HELP = {
     "name": "A unique name: 1 to 200 characters, no control characters, no spaces at either end.",

@@ -351,14 +351,46 @@ def test_a_policy_emptied_on_the_edit_form_goes_back_to_its_default(site: Site) 
     page = site.page()
     page.goto(site.url + "/schedules/tuned/edit")
     assert page.get_by_label("catchup", exact=True).input_value() == "all"
-    for name in ("catchup", "overlap", "backoff"):
-        page.get_by_label(name, exact=True).fill("")
+    for name in ("catchup", "overlap"):  # choices, with the default first
+        page.get_by_label(name, exact=True).select_option("")
+    page.get_by_label("backoff", exact=True).fill("")
     page.get_by_role("button", name="Save").click()
     page.wait_for_url(re.compile(re.escape(site.url + "/schedules/tuned?done=")))
     body = site.api.get("/api/v1/schedules/tuned").json()
     # catch-up back to `latest`, not to `none` (which runs no missed occurrence)
     assert (body["catchup"], body["overlap"], body["backoff"]) == ("latest", "skip", None)
     assert body["max_attempts"] == 3
+
+
+def test_the_form_offers_each_policys_words_and_the_apps_tasks(site: Site) -> None:
+    page = site.page()
+    page.goto(site.url + "/new")
+    overlap = page.get_by_label("overlap", exact=True)
+    assert overlap.locator("option").all_inner_texts() == [
+        "the default",
+        "skip: no new run is sent while one is open",
+        "allow: a new run is sent beside the open one",
+        "buffer_one: one new run waits, and starts when the open one ends",
+        "replace: the open run is revoked and the new one sent",
+    ]
+    offered = [option.get_attribute("value") for option in page.locator("#l-task option").all()]
+    assert "workers.app.quick" in offered and offered == sorted(offered)
+    assert page.get_by_label("task", exact=True).get_attribute("list") == "l-task"
+    page.get_by_label("name", exact=True).fill("chosen")
+    page.get_by_label("task", exact=True).fill("workers.app.quick")
+    page.get_by_label("timer", exact=True).fill("every 1h")
+    overlap.select_option("buffer_one")
+    page.get_by_label("on_overrun", exact=True).select_option("revoke")
+    page.get_by_role("button", name="Create").click()
+    page.wait_for_url(re.compile(re.escape(site.url + "/schedules/chosen?done=")))
+    body = site.api.get("/api/v1/schedules/chosen").json()
+    assert (body["overlap"], body["catchup"], body["on_overrun"]) == (
+        "buffer_one",
+        "latest",
+        "revoke",
+    )
+    page.goto(site.url + "/schedules/chosen/edit")
+    assert page.get_by_label("overlap", exact=True).input_value() == "buffer_one"
 
 
 def test_duplicate_opens_the_new_form_with_a_copy_under_a_name_of_its_own(site: Site) -> None:

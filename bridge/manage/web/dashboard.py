@@ -43,7 +43,12 @@ from bridge.errors import (
     ValidationError,
 )
 from bridge.manage.api import STATE_FILTERS, Bridge, Run, Schedule, Status
-from bridge.manage.fields import DEFINITION_HELP, POLICY_HELP
+from bridge.manage.fields import (
+    DEFINITION_HELP,
+    POLICY_CHOICES,
+    POLICY_HELP,
+    POLICY_SUGGESTIONS,
+)
 from bridge.manage.forms import policy_fields, policy_values
 from bridge.manage.web.answers import JSONAnswer
 from bridge.manage.web.reading import SharedReading
@@ -459,14 +464,14 @@ def new_schedule(request: Request) -> HTMLResponse:
     bridge, viewer = _form_reader(request)
     copied = request.query_params.get("from")
     if copied is None:
-        return render(request, "form.html", viewer, **_form_context(None, {}, None))
+        return render(request, "form.html", viewer, **_form_context(bridge, None, {}, None))
     original = bridge.get(copied)
     values = {
         **_values_of(original),
         "name": f"{original.name}-copy",
         "enabled": "on" if original.enabled else "",
     }
-    context = _form_context(None, values, None)
+    context = _form_context(bridge, None, values, None)
     return render(request, "form.html", viewer, copied_from=original.name, **context)
 
 
@@ -481,7 +486,8 @@ async def create_schedule(request: Request) -> Response:
     except ValidationError as exc:
         # As it was sent: an unticked box is not in the form, and is shown unticked.
         values = {**form, "enabled": form.get("enabled", "")}
-        return render(request, "form.html", viewer, 422, **_form_context(None, values, exc))
+        context = _form_context(bridge, None, values, exc)
+        return render(request, "form.html", viewer, 422, **context)
     return _back(bridge, schedule_path(name), "done", f"created {name}")
 
 
@@ -492,9 +498,8 @@ async def create_schedule(request: Request) -> Response:
 def edit_page(request: Request, name: str) -> HTMLResponse:
     bridge, viewer = _form_reader(request)
     schedule = bridge.get(name)
-    return render(
-        request, "form.html", viewer, **_form_context(schedule, _values_of(schedule), None)
-    )
+    context = _form_context(bridge, schedule, _values_of(schedule), None)
+    return render(request, "form.html", viewer, **context)
 
 
 @router.post("/schedules/{name:path}/edit", response_model=None)
@@ -518,7 +523,9 @@ def _edit(
         if changed:
             bridge.edit(name, **changed)
     except ValidationError as exc:
-        return render(request, "form.html", viewer, 422, **_form_context(schedule, form, exc))
+        return render(
+            request, "form.html", viewer, 422, **_form_context(bridge, schedule, form, exc)
+        )
     return _back(bridge, schedule_path(name), "done", "saved" if changed else "nothing to change")
 
 
@@ -666,8 +673,15 @@ def _form_fields(form: dict[str, str], creating: bool) -> dict[str, Any]:
 
 
 def _form_context(
-    schedule: Schedule | None, values: dict[str, str], refusal: ValidationError | None
+    bridge: Bridge,
+    schedule: Schedule | None,
+    values: dict[str, str],
+    refusal: ValidationError | None,
 ) -> dict[str, Any]:
+    """What the form of a schedule shows: its values, the refusal beside its field, the
+    policies that take a word as choices each with what it does, and the app's
+    registered tasks as suggestions for the task (any name may still be typed, for
+    ``allow_unknown_task``)."""
     field = None if refusal is None else refusal.field.split(".")[0]
     return {
         "s": schedule,
@@ -676,6 +690,8 @@ def _form_context(
         "refused_field": field,
         "fields": [(name, DEFINITION_HELP[name]) for name in FORM_FIELDS],
         "policies": [(name, POLICY_HELP[name][1]) for name in POLICY_NAMES],
+        "choices": POLICY_CHOICES,
+        "suggestions": {"task": sorted(bridge.known_tasks() or ()), **POLICY_SUGGESTIONS},
     }
 
 

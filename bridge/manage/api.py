@@ -60,6 +60,8 @@ from bridge.rules.definition import (
     check_labels,
     check_name,
     check_note,
+    check_timer,
+    check_timezone,
     require_occurrence,
     with_queue,
 )
@@ -977,6 +979,25 @@ class Bridge:
             waiting = NOTE_RUNNING_RUN if state.fixed_delay else NOTE_OPEN_RUN
             return Forecast([], waiting)
         return forecast(state, row.nextrun, now or utcnow(), count)
+
+    def preview(
+        self, timer: str, timezone: str | None = None, count: int = 5, now: datetime | None = None
+    ) -> builtins.list[datetime]:
+        """The first ``count`` occurrences after now of a timer not saved yet, read in
+        ``timezone`` (the app's when None or empty): what the dashboard's form shows while
+        they are typed. Refused as :meth:`add` refuses them (``timer``, ``timezone``). An
+        interval counts from now; a fixed delay's later runs depend on when each ends, so
+        only its first is given."""
+        now = now or utcnow()
+        count = whole_number("count", count, low=1, high=MAX_FORECAST)
+        zone = check_timezone(timezone or self.default_timezone())
+        timer_ = check_timer(timer, zone, now)
+        found: builtins.list[datetime] = []
+        at = timer_.next_after(now)  # as add's first occurrence: strictly after now
+        while at is not None and len(found) < count:
+            found.append(at)
+            at = None if timer_.fixed_delay else timer_.next_after(at)
+        return found
 
     def next_runs(
         self, name: str, count: int = 5, now: datetime | None = None

@@ -393,6 +393,45 @@ def test_the_form_offers_each_policys_words_and_the_apps_tasks(site: Site) -> No
     assert page.get_by_label("overlap", exact=True).input_value() == "buffer_one"
 
 
+def test_the_form_previews_the_next_runs_and_checks_json_before_sending(site: Site) -> None:
+    page = site.page(zone="Europe/Berlin")
+    page.goto(site.url + "/new")
+    page.get_by_label("timer", exact=True).fill("0 9 * * *")
+    page.get_by_label("timezone", exact=True).fill("Asia/Tokyo")
+    region = page.locator("[data-preview]")
+    region.locator("li").nth(4).wait_for()
+    runs = region.locator("li").all_inner_texts()
+    assert len(runs) == 5, runs
+    for run in runs:
+        mine, theirs = run.split(" \u2014 ")
+        assert "09:00:00" in theirs, run  # 09:00 in Tokyo
+        assert "01:00:00" in mine or "02:00:00" in mine, run  # 00:00 UTC, in Berlin
+    assert "Asia/Tokyo" in region.inner_text() and "Europe/Berlin" in region.inner_text()
+    page.get_by_label("timer", exact=True).fill("0 9 * *")
+    region.locator(".error").wait_for()
+    assert region.locator(".error").inner_text().startswith("timer: got '0 9 * *', expected")
+    page.get_by_label("timer", exact=True).fill("every 1h")
+    page.get_by_label("name", exact=True).fill("json-checked")
+    page.get_by_label("task", exact=True).fill("workers.app.quick")
+    page.get_by_label("kwargs", exact=True).fill('{"n": 1')
+    page.get_by_role("button", name="Create").click()
+    assert page.locator(".json-error").inner_text().startswith("kwargs: not JSON")
+    assert page.url == site.url + "/new"
+    assert site.api.get("/api/v1/schedules/json-checked").status_code == 404
+    page.get_by_label("kwargs", exact=True).fill('{"n": 1}')
+    page.get_by_role("button", name="Create").click()
+    page.wait_for_url(re.compile(re.escape(site.url + "/schedules/json-checked?done=")))
+    assert site.api.get("/api/v1/schedules/json-checked").json()["kwargs"] == {"n": 1}
+    # The preview's answers are the server's: the session's, refused as the API refuses.
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    refused = httpx.get(
+        site.url + "/forecast.json", params={"timer": "every", "timezone": "Mars/Base"},
+        cookies=cookies,
+    )  # fmt: skip
+    assert refused.status_code == 422 and refused.json()["field"] == "timezone"
+    assert httpx.get(site.url + "/forecast.json", params={"timer": "@daily"}).status_code == 303
+
+
 def test_duplicate_opens_the_new_form_with_a_copy_under_a_name_of_its_own(site: Site) -> None:
     site.add(
         "team/original", timer="15 4 * * mon", timezone="Asia/Tokyo", kwargs={"n": 3},

@@ -160,3 +160,29 @@ def test_a_real_beat_fires_when_next_said(pg_env: Env) -> None:
         # Sent when told: not before, and within beat's polling of it.
         assert fire_at <= run["queued_at"] <= fire_at + SEC, (run, said)
     assert env.cli("next", "told").stdout.strip() == "finished: no runs remaining"
+
+
+def test_a_preview_gives_the_next_occurrences_of_a_timer_not_saved(bridge: Bridge) -> None:
+    """What the dashboard's form shows while a timer is typed: nothing is written."""
+    schedules = len(bridge.list())
+    at = datetime.fromisoformat("2026-03-28T12:00:00+00:00")
+    tokyo = bridge.preview("0 9 * * *", "Asia/Tokyo", 3, now=at)
+    assert [moment.isoformat() for moment in tokyo] == [
+        "2026-03-29T00:00:00+00:00",
+        "2026-03-30T00:00:00+00:00",
+        "2026-03-31T00:00:00+00:00",
+    ]
+    # An interval counts from now; a fixed delay's later runs wait for each run's end.
+    assert bridge.preview("every 2h", "UTC", 2, now=at) == [
+        at + timedelta(hours=2),
+        at + timedelta(hours=4),
+    ]
+    assert len(bridge.preview("every 1h after completion", "UTC", 5, now=at)) == 1
+    assert bridge.preview("at 2026-01-01T00:00:00+00:00", "UTC", 5, now=at) == []
+    with pytest.raises(ValidationError) as refused:
+        bridge.preview("0 9 * * *", "Mars/Base")
+    assert refused.value.field == "timezone"
+    with pytest.raises(ValidationError) as refused:
+        bridge.preview("0 9 * * *", "UTC", 0)
+    assert refused.value.field == "count"
+    assert len(bridge.list()) == schedules

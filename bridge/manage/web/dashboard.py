@@ -457,6 +457,25 @@ def schedules(request: Request) -> HTMLResponse:
     return render(request, name, viewer, 422 if refusal else 200, **context)
 
 
+#: The dashboard's answers that are JSON for its script, refused as the API refuses.
+PREVIEW_PATH = "/forecast.json"
+#: Occurrences the schedule's form shows of the timer being typed.
+PREVIEW_COUNT = 5
+
+
+@router.get(PREVIEW_PATH)
+def preview(request: Request) -> JSONAnswer:
+    """The next five occurrences of the timer and zone being typed in the schedule's form
+    (:meth:`Bridge.preview`), for its script to show in the browser's zone and the
+    schedule's as they are typed; a refusal is the API's ``422``, naming the field."""
+    bridge, _ = _reader(request)
+    params = request.query_params
+    timer, zone = params.get("timer", ""), params.get("timezone", "")
+    found = bridge.preview(timer, zone, PREVIEW_COUNT)
+    shown = zone or bridge.default_timezone()
+    return JSONAnswer({"timezone": shown, "runs": [at.isoformat() for at in found]})
+
+
 @router.get("/new", response_class=HTMLResponse)
 def new_schedule(request: Request) -> HTMLResponse:
     """The form of a new schedule: empty, or (``?from=NAME``, the schedule page's
@@ -738,6 +757,9 @@ def wants_html(request: Request) -> bool:
 
 
 def is_page(request: Request) -> bool:
-    """Whether a request is the dashboard's (not the API's, nor a probe's)."""
+    """Whether a request is for one of the dashboard's pages (not the API's, a probe's, or
+    the JSON its script reads)."""
     path = request.url.path
-    return not path.startswith(("/api/", "/metrics", "/healthz", "/readyz", "/docs", "/openapi"))
+    return path != PREVIEW_PATH and not path.startswith(
+        ("/api/", "/metrics", "/healthz", "/readyz", "/docs", "/openapi")
+    )

@@ -1,5 +1,6 @@
-/* celery-periodic-bridge dashboard, v1: local times, in-place refresh, confirmations.
-   Every page works without it; it only makes them nicer. */
+/* celery-periodic-bridge dashboard, v1: local times, in-place refresh, confirmations,
+   and on the schedule's form a preview of the timer's next runs and a check of its JSON
+   fields before it is sent. Every page works without it; it only makes them nicer. */
 (function () {
   "use strict";
   var zone = Intl.DateTimeFormat().resolvedOptions().timeZone;
@@ -56,7 +57,93 @@
       .catch(function () {});
   }
 
+  function note(region, text, kind) {
+    var line = document.createElement("p");
+    if (kind) { line.className = kind; }
+    line.textContent = text;
+    region.appendChild(line);
+  }
+
+  // The next runs of the timer and zone being typed, as the bridge forecasts them, in the
+  // browser's zone and the schedule's; a refusal as the server words it.
+  function preview(form) {
+    var region = form.querySelector("[data-preview]");
+    var timer = form.querySelector("[name=timer]");
+    var zoneField = form.querySelector("[name=timezone]");
+    if (!region || !timer) { return; }
+    var waiting = null, asked = 0;
+    function show() {
+      if (!timer.value.trim()) { region.hidden = true; return; }
+      var ask = ++asked;
+      var query = new URLSearchParams({ timer: timer.value, timezone: zoneField ? zoneField.value : "" });
+      fetch(region.getAttribute("data-preview") + "?" + query, { credentials: "same-origin" })
+        .then(function (response) {
+          if (response.redirected) { return null; }
+          return response.json().then(function (body) { return { ok: response.ok, body: body }; });
+        })
+        .then(function (answer) {
+          if (!answer || ask !== asked) { return; }
+          region.textContent = "";
+          region.hidden = false;
+          if (!answer.ok) { note(region, answer.body.message || "refused", "error"); return; }
+          var theirs = null;
+          try {
+            theirs = new Intl.DateTimeFormat(undefined, {
+              year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit",
+              minute: "2-digit", second: "2-digit", timeZoneName: "short", timeZone: answer.body.timezone
+            });
+          } catch (unknown) { theirs = null; }
+          if (!answer.body.runs.length) { note(region, "No run to come."); return; }
+          note(region, "Next runs, in your zone (" + zone + ") and the schedule's (" + answer.body.timezone + "):");
+          var list = document.createElement("ol");
+          answer.body.runs.forEach(function (text) {
+            var at = new Date(text), item = document.createElement("li");
+            item.textContent = format.format(at) + (theirs ? " \u2014 " + theirs.format(at) : "");
+            list.appendChild(item);
+          });
+          region.appendChild(list);
+        })
+        .catch(function () {});
+    }
+    [timer, zoneField].forEach(function (field) {
+      if (!field) { return; }
+      field.addEventListener("input", function () { clearTimeout(waiting); waiting = setTimeout(show, 300); });
+    });
+    show();
+  }
+
+  // args, kwargs and options must be JSON: said beside the field before the form is sent.
+  function jsonChecks(form) {
+    var fields = ["args", "kwargs", "options"].map(function (name) {
+      return form.querySelector("input[name=" + name + "]");
+    }).filter(Boolean);
+    function check(field) {
+      var problem = "";
+      if (field.value.trim()) {
+        try { JSON.parse(field.value); } catch (error) { problem = field.name + ": not JSON (" + error.message + ")"; }
+      }
+      var shown = field.parentNode.querySelector(".json-error");
+      if (problem && !shown) {
+        shown = document.createElement("p");
+        shown.className = "error json-error";
+        shown.setAttribute("role", "alert");
+        field.insertAdjacentElement("afterend", shown);
+      }
+      if (shown) { shown.textContent = problem; shown.hidden = !problem; }
+      if (problem) { field.setAttribute("aria-invalid", "true"); }
+      return !problem;
+    }
+    fields.forEach(function (field) { field.addEventListener("blur", function () { check(field); }); });
+    form.addEventListener("submit", function (event) {
+      var bad = fields.filter(function (field) { return !check(field); });
+      if (bad.length) { event.preventDefault(); bad[0].focus(); }
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("form").forEach(function (form) {
+      if (form.querySelector("[data-preview]")) { preview(form); jsonChecks(form); }
+    });
     localise(document);
     setInterval(function () { localise(document); }, 30000);
     document.querySelectorAll("[data-refresh]").forEach(function (region) {

@@ -204,6 +204,26 @@ def test_a_firing_schedule_shows_its_runs_without_a_reload(site: Site) -> None:
     ]
     assert len(set(marks)) == len(marks) == 9
     assert page.url == site.url + "/schedules?q=firing"
+    # The schedule's run log and the overview refresh themselves too, and say when.
+    page.goto(site.url + "/schedules/firing")
+    log = page.locator("#runs")
+    first = log.locator(".refreshed time").get_attribute("datetime")
+    before = log.locator("tr[data-run]").count()
+    page.wait_for_function(
+        "([n, at]) => document.querySelectorAll('#runs tr[data-run]').length > n"
+        " && document.querySelector('#runs .refreshed time').getAttribute('datetime') !== at",
+        arg=[before, first],
+        timeout=30_000,
+    )
+    assert log.locator(".refreshed").inner_text().startswith("Updated ")
+    assert page.url == site.url + "/schedules/firing"
+    page.goto(site.url + "/")
+    shown = page.locator("#overview .refreshed time").get_attribute("datetime")
+    page.wait_for_function(
+        "at => document.querySelector('#overview .refreshed time').getAttribute('datetime') !== at",
+        arg=shown,
+        timeout=30_000,
+    )
     site.api.post("/api/v1/schedules/firing/pause")
     page.goto(site.url + "/schedules")
     site.shoot(page, "schedules")

@@ -213,6 +213,8 @@ def render(
             "flower": bridge.settings.flower_url.rstrip("/"),
             "message": _flash(request, "done"),
             "problem": _flash(request, "error"),
+            # When the page was made: the regions that refresh themselves say so.
+            "now": utcnow(),
             **context,
         },
         status_code=code,
@@ -411,7 +413,8 @@ def overview(request: Request) -> HTMLResponse:
     attention = bridge.incidents(open_only=True, limit=20).items
     return render(
         request,
-        "overview.html",
+        # Its body alone for the page's script, which refreshes it in place.
+        "_overview.html" if request.query_params.get("fragment") else "overview.html",
         viewer,
         counts=counts,
         total=sum(counts.values()),
@@ -595,8 +598,19 @@ def _act(bridge: Bridge, name: str, action: str, form: dict[str, str]) -> str:
 @router.get("/schedules/{name:path}", response_class=HTMLResponse)
 def schedule_page(request: Request, name: str) -> HTMLResponse:
     bridge, viewer = _reader(request)
+    cursor = request.query_params.get("runs") or None
+    runs = bridge.runs(name, cursor=cursor, limit=RUN_PAGE)
+    log: dict[str, Any] = {
+        "runs": runs.items,
+        "following": runs.next,
+        "open_statuses": {status.value for status in NON_FINAL_STATUSES},
+        "retriable": bridge.retriable(runs.items) if viewer.admin else set(),
+        "path": schedule_path(name),
+    }
+    if request.query_params.get("fragment") == "runs":
+        # The run log alone, for the page's script, which refreshes it in place.
+        return render(request, "_run_log.html", viewer, **log)
     schedule = bridge.get(name)
-    runs = bridge.runs(name, cursor=request.query_params.get("runs") or None, limit=RUN_PAGE)
     outlook = bridge.forecast(name, 10)
     return render(
         request,
@@ -606,15 +620,12 @@ def schedule_page(request: Request, name: str) -> HTMLResponse:
         words=_timer_words(schedule),
         policies=_policy_words(schedule),
         outlook=outlook,
-        runs=runs.items,
-        following=runs.next,
         day=bridge.stats(name, "1d"),
         week=bridge.stats(name, "7d"),
         trail=bridge.audit(name, limit=20).items,
         rate=_success_rate(schedule),
-        open_statuses={status.value for status in NON_FINAL_STATUSES},
-        retriable=bridge.retriable(runs.items) if viewer.admin else set(),
-        path=schedule_path(name),
+        log_query=urlencode({"fragment": "runs", **({"runs": cursor} if cursor else {})}),
+        **log,
     )
 
 

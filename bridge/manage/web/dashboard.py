@@ -39,6 +39,7 @@ from bridge.config import Settings
 from bridge.errors import (
     BridgeError,
     RunSkipped,
+    ScheduleNotFound,
     SendFailed,
     ValidationError,
 )
@@ -65,6 +66,7 @@ from bridge.manage.web.security import (
     session_secret,
     tokens_configured,
 )
+from bridge.rules.definition import check_label
 from bridge.rules.health import Health
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.rules.policy import POLICY_NAMES, Policies
@@ -454,10 +456,108 @@ def schedules(request: Request) -> HTMLResponse:
         "filters": {**filters, "q": params.get("q", ""), "state": state or ""},
         "refusal": refusal,
         "states": list(STATE_FILTERS),
+        "bulk_actions": BULK_ACTIONS,
         "refresh": f"/schedules?{urlencode({**dict(params), 'fragment': '1'})}",
     }
     name = "_schedule_rows.html" if params.get("fragment") else "schedules.html"
     return render(request, name, viewer, 422 if refusal else 200, **context)
+
+
+#: What the list's bulk form does to each schedule it names, one change (and one audit
+#: entry) at a time.
+BULK_ACTIONS = ("pause", "resume", "run", "add label", "remove label", "delete")
+#: The fields of the bulk form, and of its confirmation.
+BULK_FIELDS = (
+    "action", "label", "names", "every", "q", "task", "state", "filter_label", "confirmed",
+)  # fmt: skip
+#: The most schedules one bulk action changes (every match of a filter is read page by page).
+BULK_MAX = 10_000
+
+
+@router.post("/schedules/bulk", response_model=None)
+async def bulk(request: Request) -> Response:
+    """Pause, resume, run, label, unlabel or delete the schedules ticked in the list, or
+    every schedule its filter matches: first a page that says how many and asks again,
+    then each change through the bridge, audited one by one; a schedule a change does
+    not apply to (paused already, say) is left as it is and counted."""
+    bridge, form, viewer = await _changing(request)
+    ticked = [str(name) for name in (await request.form()).getlist("names")]
+    return await run_in_threadpool(_bulk, request, bridge, form, ticked, viewer)
+
+
+def _bulk(
+    request: Request, bridge: Bridge, form: dict[str, str], ticked: list[str], viewer: Viewer
+) -> Response:
+    try:
+        _only(form, BULK_FIELDS)
+        action = form.get("action", "")
+        if action not in BULK_ACTIONS:
+            raise ValidationError("action", action, f"one of: {', '.join(BULK_ACTIONS)}")
+        label = form.get("label", "").strip()
+        if action.endswith("label"):
+            label = check_label(label)
+        names = (
+            _every_match(bridge, form) if form.get("every") == "on" else list(dict.fromkeys(ticked))
+        )
+        if not names:
+            raise ValidationError(
+                "names", "", "a schedule ticked, or every schedule the filter matches"
+            )
+    except ValidationError as exc:
+        return _back(bridge, "/schedules", "error", str(exc))
+    if form.get("confirmed") != "yes":
+        return render(
+            request, "bulk.html", viewer, action=action, label=label, names=names, form=form
+        )
+    done, left = 0, []
+    for name in names:
+        try:
+            _apply(bridge, action, name, label)
+            done += 1
+        except (ValidationError, ScheduleNotFound, RunSkipped, SendFailed) as exc:
+            left.append(f"{name}: {exc}")
+    told = f"{action}: {done} of {len(names)} schedule(s)"
+    if left:
+        told += f"; {len(left)} left as they were (the first: {left[0]})"
+    return _back(bridge, "/schedules", "done", told)
+
+
+def _every_match(bridge: Bridge, form: dict[str, str]) -> list[str]:
+    """The names of every schedule the list's filter matches, read page by page."""
+    filters = {
+        "prefix": form.get("q") or None,
+        "task": form.get("task") or None,
+        "label": form.get("filter_label") or None,
+        **STATE_FILTERS.get(form.get("state") or "", {}),
+    }
+    names: list[str] = []
+    cursor = None
+    while True:
+        page = bridge.schedules(limit=1000, cursor=cursor, **filters)  # type: ignore[arg-type]
+        names += [schedule.name for schedule in page.items]
+        if len(names) > BULK_MAX:
+            raise ValidationError("every", "on", f"a filter matching at most {BULK_MAX} schedules")
+        if page.next is None:
+            return names
+        cursor = page.next
+
+
+def _apply(bridge: Bridge, action: str, name: str, label: str) -> None:
+    """One schedule's change of a bulk action, as the schedule's own page makes it."""
+    if action == "pause":
+        bridge.pause(name)
+    elif action == "resume":
+        bridge.resume(name)
+    elif action == "run":
+        bridge.run(name)
+    elif action == "delete":
+        bridge.remove(name)
+    else:
+        labels = bridge.get(name).labels
+        wanted = (*labels, label) if action == "add label" else [x for x in labels if x != label]
+        if tuple(wanted) == labels:
+            raise ValidationError("label", label, f"a label {name} does not have already")
+        bridge.edit(name, labels=list(wanted))
 
 
 #: The dashboard's answers that are JSON for its script, refused as the API refuses.

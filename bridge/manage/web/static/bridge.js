@@ -38,7 +38,9 @@
 
   function busy() {
     var active = document.activeElement;
-    return active && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName);
+    // A field being typed in, or schedules ticked for a bulk action, would be lost.
+    return (active && /^(INPUT|SELECT|TEXTAREA)$/.test(active.tagName)) ||
+      document.querySelector("input[form=bulk]:checked") !== null;
   }
 
   function refresh(region) {

@@ -8,14 +8,17 @@ options.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from celery import Celery
 from celery.utils.nodenames import anon_nodename
 from celery.utils.saferepr import saferepr
+from kombu.exceptions import OperationalError
 
 from bridge.extras import EXTRA_MODULES, EXTRA_OF_SCHEME, MissingExtra, scheme_of
 from bridge.rules.runs import Envelope, Payload
@@ -175,6 +178,39 @@ def revoke(app: Celery, run_ids: list[str], terminate: bool = True) -> None:
     """
     if run_ids:
         app.control.revoke(run_ids, terminate=terminate, signal="SIGTERM")
+
+
+def queue_lengths(app: Celery, queues: Sequence[str]) -> dict[str, int | None]:
+    """How many messages wait in each queue (not those a worker holds unacknowledged):
+    0 for a queue the broker does not have (nothing was ever sent there, or it is
+    empty on Redis), None for every queue when the broker does not answer.
+
+    Each queue is asked on a channel of its own, by a passive declare, which creates
+    nothing: RabbitMQ closes the channel of a declare that finds no queue, and on the
+    virtual transports (Redis, the embedded folder) it counts the queue's messages,
+    of every priority.
+    """
+    connection = app.connection_for_read()
+    lost = (*connection.connection_errors, OperationalError, OSError)
+    try:
+        # One attempt, at once: a page or a scrape waits for it, and says when it failed.
+        connection.ensure_connection(max_retries=1, interval_start=0, interval_step=0)
+        return {queue: _waiting(connection, queue) for queue in queues}
+    except lost:
+        return dict.fromkeys(queues)
+    finally:
+        connection.release()
+
+
+def _waiting(connection: Any, queue: str) -> int:
+    channel = connection.channel()
+    try:
+        return int(channel.queue_declare(queue=queue, passive=True).message_count)
+    except connection.channel_errors:
+        return 0
+    finally:
+        with contextlib.suppress(*connection.channel_errors, *connection.connection_errors):
+            channel.close()
 
 
 def send_alert(app: Celery, task: str, payload: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Unpack
 
 from celery import Celery
 
-from bridge.broker import Publisher, check_broker
+from bridge.broker import Publisher, check_broker, queue_lengths
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import IncidentNotFound, RunSkipped, SendFailed, StateConflict, ValidationError
@@ -1017,6 +1017,16 @@ class Bridge:
             return None
         self.app.loader.import_default_modules()
         return set(self.app.tasks.keys())
+
+    def queue_lengths(self) -> dict[str, int | None]:
+        """Messages waiting in each queue the schedules send to, by queue: the app's
+        configured queues (its default among them) and those the schedules' options name;
+        None where the broker does not answer (see :func:`bridge.broker.queue_lengths`).
+        Empty without an app."""
+        if self.app is None:
+            return {}
+        names = set(self.app.amqp.queues) | self.store.queues_named()
+        return queue_lengths(self.app, sorted(names))
 
     # -- helpers -------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ this module in one. Rows come back detached, their values loaded.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -169,6 +170,25 @@ class ScheduleStore:
         statement = select(PeriodicTask).where(PeriodicTask.name.in_(list(names)))
         with self.database.session() as session:
             return list(session.scalars(_with_labels(statement.order_by(PeriodicTask.name))))
+
+    def queues_named(self) -> set[str]:
+        """The queues the schedules' options name (``add --queue``): one read of the
+        options that mention a queue, distinct."""
+        statement = (
+            select(PeriodicTask.options).where(PeriodicTask.options.like('%"queue"%')).distinct()
+        )
+        with self.database.session() as session:
+            found = session.scalars(statement).all()
+        queues = set()
+        for text in found:
+            try:
+                options = json.loads(text)
+            except ValueError:
+                continue  # written by hand: the schedule's page says what is wrong with it
+            queue = options.get("queue") if isinstance(options, dict) else None
+            if isinstance(queue, str) and queue:
+                queues.add(queue)
+        return queues
 
     def all(self) -> list[PeriodicTask]:
         """Every schedule, by name."""

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import uuid
 from datetime import timedelta
 from itertools import pairwise
 from typing import Any
 
+import httpx
 import pytest
 from celery import Celery
 from celery.signals import before_task_publish
@@ -44,7 +46,7 @@ from tests.integration.test_policies import (
     start_worker,
     ts,
 )
-from tests.support import Env, wait_for
+from tests.support import Env, free_port, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -282,3 +284,32 @@ def test_a_runs_message_is_the_one_send_task_composes(
     assert abs(ttl_ours - ttl_theirs) < 5 and 290 < ttl_ours <= 300
     assert mine == celerys
     assert mine["priority"] == 3
+
+
+def test_the_overview_and_metrics_count_the_messages_waiting_in_each_queue(
+    broker_env: Env,
+) -> None:
+    """No worker takes them: three manual runs to a queue of the schedule's own wait there,
+    as the broker counts them, beside the app's default queue."""
+    queue = f"waiting-{uuid.uuid4().hex[:8]}"
+    broker_env.cli(
+        "add", "queued", "--task", "workers.app.quick", "--timer", "@yearly", "--queue", queue
+    )
+    for _ in range(3):
+        broker_env.cli("run", "queued")
+    port = free_port()
+    broker_env.serve(port)
+    try:
+        assert_counted(port, queue)
+    finally:
+        with Celery(broker=broker_env.broker_url).connection_for_write() as connection:
+            connection.default_channel.queue_delete(queue)  # left on the broker otherwise
+
+
+def assert_counted(port: int, queue: str) -> None:
+    metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30).text
+    assert f'bridge_queue_messages{{queue="{queue}"}} 3.0' in metrics, metrics[-2000:]
+    assert 'bridge_queue_messages{queue="celery"}' in metrics
+    page = httpx.get(f"http://127.0.0.1:{port}/", timeout=30).text
+    row = re.search(rf'<tr data-queue="{queue}"><td>{queue}</td><td>(\d+)</td></tr>', page)
+    assert row is not None and row.group(1) == "3", page[-3000:]

@@ -105,6 +105,7 @@ def create_app(celery_app: Celery | None = None, *, bridge: Bridge | None = None
     )
     app.state.bridge = bridge
     app.state.overview = dashboard.overview_reading(bridge)
+    app.state.queues = dashboard.queues_reading(bridge)
     #: Failed sign-ins by client address, in this process's memory.
     app.state.sign_in_limit = SignInLimit()
     app.state.refusals = Refusals()

@@ -408,6 +408,16 @@ def overview_reading(bridge: Bridge) -> SharedReading[tuple[dict[str, int], Stat
     return SharedReading(read)
 
 
+def queues_reading(bridge: Bridge) -> SharedReading[dict[str, int | None]]:
+    """The messages waiting in each queue the schedules send to, asked of the broker at
+    most every few seconds however many look."""
+    return SharedReading(bridge.queue_lengths, fresh_for=QUEUES_FRESH_FOR)
+
+
+#: How long one reading of the broker's queues serves the overviews that follow it.
+QUEUES_FRESH_FOR = 5.0
+
+
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request) -> HTMLResponse:
     bridge, viewer = _reader(request)
@@ -422,6 +432,7 @@ def overview(request: Request) -> HTMLResponse:
         total=sum(counts.values()),
         status=status,
         attention=attention,
+        queues=request.app.state.queues.get(),
     )
 
 

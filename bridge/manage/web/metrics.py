@@ -122,6 +122,16 @@ class ScheduleCollector(Collector):
             "How long the most overdue enabled schedule has been due (0: none is).",
             value=status.worst_lateness or 0.0,
         )
+        queues = GaugeMetricFamily(
+            "bridge_queue_messages",
+            "Messages waiting in each queue the schedules send to (none while the broker"
+            " does not answer).",
+            labels=["queue"],
+        )
+        for queue, waiting in self.bridge.queue_lengths().items():
+            if waiting is not None:
+                queues.add_metric([queue], waiting)
+        yield queues
 
     def _health(
         self, schedules: list[dict[str, Any]], runs: RunsSeen, now: datetime

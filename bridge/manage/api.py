@@ -1018,15 +1018,20 @@ class Bridge:
         self.app.loader.import_default_modules()
         return set(self.app.tasks.keys())
 
-    def queue_lengths(self) -> dict[str, int | None]:
-        """Messages waiting in each queue the schedules send to, by queue: the app's
-        configured queues (its default among them) and those the schedules' options name;
+    def queues(self) -> builtins.list[str]:
+        """The queues the schedules send to: the app's configured queues (its default
+        among them) and those the schedules' options name. A read of every schedule's
+        options that mention a queue: callers that ask often keep the answer a while."""
+        configured = set(self.app.amqp.queues) if self.app is not None else set()
+        return sorted(configured | self.store.queues_named())
+
+    def queue_lengths(self, queues: Collection[str] | None = None) -> dict[str, int | None]:
+        """Messages waiting in each of ``queues`` (:meth:`queues` when None), by queue;
         None where the broker does not answer (see :func:`bridge.broker.queue_lengths`).
         Empty without an app."""
         if self.app is None:
             return {}
-        names = set(self.app.amqp.queues) | self.store.queues_named()
-        return queue_lengths(self.app, sorted(names))
+        return queue_lengths(self.app, sorted(self.queues() if queues is None else queues))
 
     # -- helpers -------------------------------------------------------------------
 

@@ -105,7 +105,8 @@ def create_app(celery_app: Celery | None = None, *, bridge: Bridge | None = None
     )
     app.state.bridge = bridge
     app.state.overview = dashboard.overview_reading(bridge)
-    app.state.queues = dashboard.queues_reading(bridge)
+    app.state.queue_names = dashboard.queue_names_reading(bridge)
+    app.state.queues = dashboard.queues_reading(bridge, app.state.queue_names)
     #: Failed sign-ins by client address, in this process's memory.
     app.state.sign_in_limit = SignInLimit()
     app.state.refusals = Refusals()
@@ -468,7 +469,7 @@ def _add_operations(app: FastAPI, bridge: Bridge) -> None:
             return _not_ready(problem)
         return JSONAnswer({"ready": True, "revision": schema.revision, "version": __version__})
 
-    exposition = metrics.exposition_for(bridge)
+    exposition = metrics.exposition_for(bridge, app.state.queue_names)
 
     @app.get("/metrics", tags=["scheduler"], response_class=PlainTextResponse)
     def scrape(_reader: Scraper) -> Response:

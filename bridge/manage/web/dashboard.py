@@ -408,14 +408,25 @@ def overview_reading(bridge: Bridge) -> SharedReading[tuple[dict[str, int], Stat
     return SharedReading(read)
 
 
-def queues_reading(bridge: Bridge) -> SharedReading[dict[str, int | None]]:
+def queue_names_reading(bridge: Bridge) -> SharedReading[list[str]]:
+    """The queues the schedules send to, read at most once a minute: a read of the options
+    of every schedule that names a queue, which changes seldom (a new queue shows within
+    the minute)."""
+    return SharedReading(bridge.queues, fresh_for=QUEUE_NAMES_FRESH_FOR)
+
+
+def queues_reading(
+    bridge: Bridge, names: SharedReading[list[str]]
+) -> SharedReading[dict[str, int | None]]:
     """The messages waiting in each queue the schedules send to, asked of the broker at
     most every few seconds however many look."""
-    return SharedReading(bridge.queue_lengths, fresh_for=QUEUES_FRESH_FOR)
+    return SharedReading(lambda: bridge.queue_lengths(names.get()), fresh_for=QUEUES_FRESH_FOR)
 
 
 #: How long one reading of the broker's queues serves the overviews that follow it.
 QUEUES_FRESH_FOR = 5.0
+#: How long one reading of which queues the schedules send to serves.
+QUEUE_NAMES_FRESH_FOR = 60.0
 
 
 @router.get("/", response_class=HTMLResponse)

@@ -30,12 +30,12 @@ from bridge.rules.health import HELD_BY_WORKER
 from bridge.rules.kinds import NON_FINAL_STATUSES
 
 
-def exposition_for(bridge: Bridge) -> SharedReading[bytes]:
+def exposition_for(bridge: Bridge, queues: SharedReading[list[str]]) -> SharedReading[bytes]:
     """The text a scrape answers, as a :class:`SharedReading`: scrapes that come together
     (several Prometheus servers) share one reading of the database and one rendering of
     its samples, instead of each scanning the table and rendering thousands of samples."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ScheduleCollector(bridge))
+    registry.register(ScheduleCollector(bridge, queues))
     return SharedReading(lambda: generate_latest(registry))
 
 
@@ -46,8 +46,10 @@ def _seconds(moment: datetime | None) -> float | None:
 class ScheduleCollector(Collector):
     """Reads the overview and turns it into metric families."""
 
-    def __init__(self, bridge: Bridge) -> None:
+    def __init__(self, bridge: Bridge, queues: SharedReading[list[str]]) -> None:
         self.bridge = bridge
+        #: The queues the schedules send to, read at most once a minute.
+        self.queues = queues
 
     def collect(self) -> Iterator[Any]:
         return self._read()
@@ -128,7 +130,7 @@ class ScheduleCollector(Collector):
             " does not answer).",
             labels=["queue"],
         )
-        for queue, waiting in self.bridge.queue_lengths().items():
+        for queue, waiting in self.bridge.queue_lengths(self.queues.get()).items():
             if waiting is not None:
                 queues.add_metric([queue], waiting)
         yield queues

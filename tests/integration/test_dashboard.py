@@ -243,6 +243,14 @@ def test_a_failing_schedule_turns_broken_and_shows_why(site: Site) -> None:
     assert "2 consecutive failed runs; last error: RuntimeError: this task always fails" in (
         row.inner_text()
     )
+    # The schedule's runs drawn: each failed run a red mark, with what it was on hover.
+    page.goto(site.url + "/schedules/breaks")
+    chart = page.locator("svg.durations")
+    failures = chart.locator("circle.failure")
+    assert failures.count() >= 2 and chart.locator("circle.run").count() == 0
+    assert ": FAILURE, ran " in (failures.first.locator("title").text_content() or "")
+    assert "started" in (failures.first.locator("title").text_content() or "")
+    assert page.locator("#chart-caption").inner_text().startswith("Duration of each of the last")
     page.goto(site.url + "/schedules/breaks")
     assert "RuntimeError: this task always fails" in page.locator("table.runs").inner_text()
     page.get_by_text("Traceback").first.click()

@@ -52,6 +52,7 @@ from bridge.manage.fields import (
 )
 from bridge.manage.forms import policy_fields, policy_values
 from bridge.manage.web.answers import JSONAnswer
+from bridge.manage.web.charts import RUNS_SHOWN, duration_chart
 from bridge.manage.web.reading import SharedReading
 from bridge.manage.web.security import (
     SESSION_LIFETIME,
@@ -746,6 +747,7 @@ def schedule_page(request: Request, name: str) -> HTMLResponse:
         week=bridge.stats(name, "7d"),
         trail=bridge.audit(name, limit=20).items,
         rate=_success_rate(schedule),
+        chart=duration_chart(bridge.runs(name, limit=RUNS_SHOWN).items),
         log_query=urlencode({"fragment": "runs", **({"runs": cursor} if cursor else {})}),
         **log,
     )

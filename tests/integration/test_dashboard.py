@@ -509,6 +509,17 @@ def test_bulk_actions_say_how_many_and_change_each_schedule_on_its_own(site: Sit
     # Resuming all three: the one not paused is left as it is, and said.
     told = every_match(site, page, "resume", "Resume 3")
     assert told.startswith("resume: 2 of 3 schedule(s); 1 left as they were (the first: bulk-c:")
+    # A forged form ticking thousands: refused whole as a form of too many fields.
+    csrf = page.locator("input[name=csrf]").first.get_attribute("value")
+    cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+    names = [f"bulk-{i}" for i in range(2000)]
+    forged = httpx.post(
+        site.url + "/schedules/bulk",
+        data={"csrf": csrf or "", "action": "delete", "names": names},
+        cookies=cookies,
+    )
+    assert forged.status_code == 400
+    assert len(site.api.get("/api/v1/schedules?prefix=bulk-").json()["items"]) == 3
     # Nothing ticked: refused, nothing asked.
     page.goto(site.url + "/schedules?q=bulk-")
     page.get_by_role("button", name="Apply…").click()

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         SendFailed,
         ValidationError,
     )
-    from bridge.manage.api import Backfill, Bridge, Run, Schedule
+    from bridge.manage.api import Backfill, Bridge, Preview, Run, Schedule
     from bridge.worker.task import BridgeTask
 
     __version__: str
@@ -36,6 +36,7 @@ __all__ = [
     "BridgeError",
     "BridgeTask",
     "DuplicateSchedule",
+    "Preview",
     "Run",
     "RunSkipped",
     "Schedule",
@@ -53,6 +54,7 @@ _HOMES = {
     "BridgeError": "bridge.errors",
     "BridgeTask": "bridge.worker.task",
     "DuplicateSchedule": "bridge.errors",
+    "Preview": "bridge.manage.api",
     "Run": "bridge.manage.api",
     "RunSkipped": "bridge.errors",
     "Schedule": "bridge.manage.api",

@@ -35,6 +35,7 @@ from bridge.manage.views import (
     IncidentRecord,
     Instance,
     Page,
+    Preview,
     Run,
     Schedule,
     SchedulerHealth,
@@ -982,12 +983,12 @@ class Bridge:
 
     def preview(
         self, timer: str, timezone: str | None = None, count: int = 5, now: datetime | None = None
-    ) -> builtins.list[datetime]:
+    ) -> Preview:
         """The first ``count`` occurrences after now of a timer not saved yet, read in
-        ``timezone`` (the app's when None or empty): what the dashboard's form shows while
-        they are typed. Refused as :meth:`add` refuses them (``timer``, ``timezone``). An
-        interval counts from now; a fixed delay's later runs depend on when each ends, so
-        only its first is given."""
+        ``timezone`` (the app's when None or empty), with the zone read in: what the
+        dashboard's form shows while they are typed. Refused as :meth:`add` refuses them
+        (``timer``, ``timezone``). An interval counts from now; a fixed delay's later runs
+        depend on when each ends, so only its first is given."""
         now = now or utcnow()
         count = whole_number("count", count, low=1, high=MAX_FORECAST)
         zone = check_timezone(timezone or self.default_timezone())
@@ -997,7 +998,7 @@ class Bridge:
         while at is not None and len(found) < count:
             found.append(at)
             at = None if timer_.fixed_delay else timer_.next_after(at)
-        return found
+        return Preview(zone, found)
 
     def next_runs(
         self, name: str, count: int = 5, now: datetime | None = None
@@ -1141,6 +1142,7 @@ __all__ = [
     "Instance",
     "Overview",
     "Page",
+    "Preview",
     "Run",
     "RunsSeen",
     "Schedule",

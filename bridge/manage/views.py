@@ -245,6 +245,18 @@ class Page(Generic[T]):
 
 
 @dataclass(frozen=True)
+class Preview:
+    """The first occurrences of a timer not saved yet (:meth:`Bridge.preview`), and the zone
+    it was read in: the one given, or the app's."""
+
+    timezone: str
+    runs: list[datetime]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"timezone": self.timezone, "runs": [at.isoformat() for at in self.runs]}
+
+
+@dataclass(frozen=True)
 class Backfill:
     """What :meth:`Bridge.backfill` did."""
 
@@ -468,6 +480,7 @@ __all__ = [
     "IncidentRecord",
     "Instance",
     "Page",
+    "Preview",
     "Run",
     "Schedule",
     "SchedulerHealth",

@@ -167,18 +167,21 @@ def test_a_preview_gives_the_next_occurrences_of_a_timer_not_saved(bridge: Bridg
     schedules = len(bridge.list())
     at = datetime.fromisoformat("2026-03-28T12:00:00+00:00")
     tokyo = bridge.preview("0 9 * * *", "Asia/Tokyo", 3, now=at)
-    assert [moment.isoformat() for moment in tokyo] == [
+    assert tokyo.timezone == "Asia/Tokyo"
+    assert [moment.isoformat() for moment in tokyo.runs] == [
         "2026-03-29T00:00:00+00:00",
         "2026-03-30T00:00:00+00:00",
         "2026-03-31T00:00:00+00:00",
     ]
     # An interval counts from now; a fixed delay's later runs wait for each run's end.
-    assert bridge.preview("every 2h", "UTC", 2, now=at) == [
+    assert bridge.preview("every 2h", "UTC", 2, now=at).runs == [
         at + timedelta(hours=2),
         at + timedelta(hours=4),
     ]
-    assert len(bridge.preview("every 1h after completion", "UTC", 5, now=at)) == 1
-    assert bridge.preview("at 2026-01-01T00:00:00+00:00", "UTC", 5, now=at) == []
+    assert len(bridge.preview("every 1h after completion", "UTC", 5, now=at).runs) == 1
+    assert bridge.preview("at 2026-01-01T00:00:00+00:00", "UTC", 5, now=at).runs == []
+    # No zone: the app's (UTC without an app), said with the runs.
+    assert bridge.preview("@daily", None, 1, now=at).timezone == "UTC"
     with pytest.raises(ValidationError) as refused:
         bridge.preview("0 9 * * *", "Mars/Base")
     assert refused.value.field == "timezone"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import hmac
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -454,14 +454,12 @@ def schedules(request: Request) -> HTMLResponse:
     params = request.query_params
     state = params.get("state") or None
     filters = {
-        "prefix": params.get("q") or None,
-        "task": params.get("task") or None,
-        "label": params.get("label") or None,
+        **_list_filter(params),
         "sort": params.get("sort") or "name",
         "cursor": params.get("cursor") or None,
     }
     try:
-        page = bridge.schedules(limit=PAGE, **STATE_FILTERS.get(state or "", {}), **filters)  # type: ignore[arg-type]
+        page = bridge.schedules(limit=PAGE, **filters)
         refusal = None
     except ValidationError as exc:
         page, refusal = None, exc
@@ -491,7 +489,7 @@ def schedules(request: Request) -> HTMLResponse:
 BULK_ACTIONS = ("pause", "resume", "run", "add label", "remove label", "delete")
 #: The fields of the bulk form, and of its confirmation.
 BULK_FIELDS = (
-    "action", "label", "names", "every", "q", "task", "state", "filter_label", "confirmed",
+    "action", "bulk_label", "names", "every", "q", "task", "state", "label", "confirmed",
 )  # fmt: skip
 #: The most schedules one bulk action changes (every match of a filter is read page by page).
 BULK_MAX = 10_000
@@ -516,7 +514,7 @@ def _bulk(
         action = form.get("action", "")
         if action not in BULK_ACTIONS:
             raise ValidationError("action", action, f"one of: {', '.join(BULK_ACTIONS)}")
-        label = form.get("label", "").strip()
+        label = form.get("bulk_label", "").strip()
         if action.endswith("label"):
             label = check_label(label)
         names = (
@@ -545,18 +543,25 @@ def _bulk(
     return _back(bridge, "/schedules", "done", told)
 
 
+def _list_filter(params: Mapping[str, str]) -> dict[str, Any]:
+    """What the list of schedules is narrowed to, as :meth:`Bridge.schedules` takes it: from
+    the list's query, or from the bulk form's copy of it (so that "every schedule this
+    filter matches" is what the list shows)."""
+    return {
+        "prefix": params.get("q") or None,
+        "task": params.get("task") or None,
+        "label": params.get("label") or None,
+        **STATE_FILTERS.get(params.get("state") or "", {}),
+    }
+
+
 def _every_match(bridge: Bridge, form: dict[str, str]) -> list[str]:
     """The names of every schedule the list's filter matches, read page by page."""
-    filters = {
-        "prefix": form.get("q") or None,
-        "task": form.get("task") or None,
-        "label": form.get("filter_label") or None,
-        **STATE_FILTERS.get(form.get("state") or "", {}),
-    }
+    filters = _list_filter(form)
     names: list[str] = []
     cursor = None
     while True:
-        page = bridge.schedules(limit=1000, cursor=cursor, **filters)  # type: ignore[arg-type]
+        page = bridge.schedules(limit=1000, cursor=cursor, **filters)
         names += [schedule.name for schedule in page.items]
         if len(names) > BULK_MAX:
             raise ValidationError("every", "on", f"a filter matching at most {BULK_MAX} schedules")
@@ -596,10 +601,8 @@ def preview(request: Request) -> JSONAnswer:
     schedule's as they are typed; a refusal is the API's ``422``, naming the field."""
     bridge, _ = _reader(request)
     params = request.query_params
-    timer, zone = params.get("timer", ""), params.get("timezone", "")
-    found = bridge.preview(timer, zone, PREVIEW_COUNT)
-    shown = zone or bridge.default_timezone()
-    return JSONAnswer({"timezone": shown, "runs": [at.isoformat() for at in found]})
+    found = bridge.preview(params.get("timer", ""), params.get("timezone", ""), PREVIEW_COUNT)
+    return JSONAnswer(found.to_json())
 
 
 @router.get("/new", response_class=HTMLResponse)

@@ -19,13 +19,26 @@ if TYPE_CHECKING:
     from bridge.config import Settings
     from bridge.errors import (
         BridgeError,
+        CalendarInUse,
+        CalendarNotFound,
         DuplicateSchedule,
         RunSkipped,
         ScheduleNotFound,
         SendFailed,
         ValidationError,
     )
-    from bridge.manage.api import Backfill, Bridge, Preview, Run, Schedule
+    from bridge.manage.api import (
+        Backfill,
+        Bridge,
+        CalendarInfo,
+        Gap,
+        LabelRate,
+        Preview,
+        Run,
+        Schedule,
+        Timeline,
+        TimerGroup,
+    )
     from bridge.worker.task import BridgeTask
 
     __version__: str
@@ -35,7 +48,12 @@ __all__ = [
     "Bridge",
     "BridgeError",
     "BridgeTask",
+    "CalendarInUse",
+    "CalendarInfo",
+    "CalendarNotFound",
     "DuplicateSchedule",
+    "Gap",
+    "LabelRate",
     "Preview",
     "Run",
     "RunSkipped",
@@ -43,6 +61,8 @@ __all__ = [
     "ScheduleNotFound",
     "SendFailed",
     "Settings",
+    "Timeline",
+    "TimerGroup",
     "ValidationError",
     "__version__",
 ]
@@ -53,8 +73,15 @@ _HOMES = {
     "Bridge": "bridge.manage.api",
     "BridgeError": "bridge.errors",
     "BridgeTask": "bridge.worker.task",
+    "CalendarInUse": "bridge.errors",
+    "CalendarInfo": "bridge.manage.api",
+    "CalendarNotFound": "bridge.errors",
     "DuplicateSchedule": "bridge.errors",
+    "Gap": "bridge.manage.api",
+    "LabelRate": "bridge.manage.api",
     "Preview": "bridge.manage.api",
+    "Timeline": "bridge.manage.api",
+    "TimerGroup": "bridge.manage.api",
     "Run": "bridge.manage.api",
     "RunSkipped": "bridge.errors",
     "Schedule": "bridge.manage.api",

@@ -15,12 +15,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from celery import Celery
+from celery import Celery, signature
 from celery.utils.nodenames import anon_nodename
 from celery.utils.saferepr import saferepr
 from kombu.exceptions import OperationalError
 
 from bridge.extras import EXTRA_MODULES, EXTRA_OF_SCHEME, MissingExtra, scheme_of
+from bridge.rules.canvas import Canvas
 from bridge.rules.runs import Envelope, Payload
 
 #: Options a task registered in the app lends its runs, as its own ``apply_async`` would;
@@ -77,6 +78,9 @@ class Publisher:
         The payload's own headers are kept under the bridge's; its ``expires``
         gives way to the envelope's (see :func:`bridge.rules.runs.expires_at`).
         """
+        if payload.canvas is not None:
+            self._publish_canvas(payload.canvas, payload.options, envelope)
+            return
         app, amqp, name = self.app, self._amqp, payload.task
         task = app.tasks.get(name) if app.finalized else None
         options = _task_options(task) | payload.options
@@ -119,6 +123,20 @@ class Publisher:
             if not ignore_result:
                 app.backend.on_task_call(pooled, envelope.run_id)
             amqp.send_task_message(pooled, name, message, headers=headers, **options)
+
+    def _publish_canvas(self, canvas: Canvas, options: dict[str, Any], envelope: Envelope) -> None:
+        """Apply the run's canvas as Celery applies one: each of its tasks carries the run's
+        headers, its first task the run's id (see :mod:`bridge.rules.canvas`).
+
+        Celery's own ``apply_async`` of the chain, group or chord composes and routes
+        every message, so a chord's header and body, and the rest of a chain that a
+        worker sends as each task ends, are what the app would send. It publishes over
+        the app's pool rather than beat's producer: a canvas is rare, and its later
+        tasks are a worker's to send anyway.
+        """
+        defaults = {key: value for key, value in options.items() if key != "expires"}
+        marked = canvas.marked(envelope.run_id, envelope.headers(), defaults, envelope.expires)
+        signature(marked, app=self.app).apply_async()
 
     def _repr(self, value: Any, maxsize: int) -> str:
         """Celery's ``saferepr`` of a call's arguments; ``repr`` of none, which is the

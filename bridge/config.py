@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from bridge.errors import ValidationError
 from bridge.rules import tokens
+from bridge.rules.decisions import Thresholds
 
 T = TypeVar("T")
 
@@ -69,9 +70,21 @@ class Settings:
     #: A run going for longer than this overruns (seconds; 0: no limit); a schedule's
     #: own ``max_runtime`` wins.
     default_max_runtime: float = 0.0
+    #: Failed occurrences in a row before a schedule is failing and its incident opens;
+    #: a schedule's own ``alert_after`` wins.
+    default_alert_after: int = 1
+    #: Successful runs in a row before a failing schedule recovers and its incident
+    #: closes; a schedule's own ``recover_after`` wins.
+    default_recover_after: int = 1
+    #: The occurrences overlap ``buffer_all`` queues at most per schedule while a run is
+    #: open; past it the oldest are dropped and counted as skipped.
+    buffer_limit: int = 100
     #: The registered Celery task that receives one alert per incident and one recovery
     #: (empty: incidents are recorded, and no alert is sent).
     alert_task: str = ""
+    #: Notification URLs in Apprise's syntax (the ``alerts`` extra), separated by commas or
+    #: new lines: each receives the alerts ``alert_task`` does, beside it or instead.
+    alert_urls: str = dataclasses.field(default="", repr=False)
     #: An incident still open and not acknowledged is alerted again this often (seconds).
     alert_repeat: float = 3600.0
     #: No beat having ticked for this long is an incident, alerted by the workers (seconds).
@@ -101,6 +114,20 @@ class Settings:
     beat_metrics_port: int = 0
     #: Flower's address (``http://flower:5555``): the dashboard links each run to its page.
     flower_url: str = ""
+    #: Beat opens an OpenTelemetry span per run it sends, whose context travels in the
+    #: message headers to the worker's span of the run (the ``otel`` extra).
+    tracing: bool = False
+
+    @property
+    def alerting(self) -> bool:
+        """Whether incidents are alerted: to the alert task, the alert URLs, or both."""
+        return bool(self.alert_task or self.alert_urls.strip())
+
+    @property
+    def thresholds(self) -> Thresholds:
+        """The app's alert thresholds, which a schedule's own ``alert_after`` and
+        ``recover_after`` override."""
+        return Thresholds(self.default_alert_after, self.default_recover_after)
 
     @classmethod
     def from_app(cls, app: Any | None = None, environ: Mapping[str, str] | None = None) -> Settings:
@@ -132,7 +159,7 @@ class Settings:
                 raise ValidationError(key, raw, "a number of at least 0")
             if field.name in _AT_MOST and values[field.name] > _AT_MOST[field.name]:
                 raise ValidationError(key, raw, f"a number of at most {_AT_MOST[field.name]}")
-            if field.name in SECRETS:
+            if field.name in TOKENS:
                 try:
                     values[field.name] = tokens.settings_token(values[field.name])
                 except ValueError as exc:
@@ -146,7 +173,9 @@ class Settings:
 
 
 #: Settings whose value is never repeated in a message or a log.
-SECRETS = frozenset({"api_admin_token", "api_read_token"})
+SECRETS = frozenset({"api_admin_token", "api_read_token", "alert_urls"})
+#: The settings tokens, held to the rules of a token.
+TOKENS = frozenset({"api_admin_token", "api_read_token"})
 
 _POSITIVE = {
     "lease_seconds",
@@ -156,6 +185,9 @@ _POSITIVE = {
     "worker_timeout",
     "summary_max_chars",
     "default_grace",
+    "default_alert_after",
+    "default_recover_after",
+    "buffer_limit",
     "alert_repeat",
     "no_beat_alert",
     "watchdog_interval",

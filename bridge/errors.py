@@ -63,12 +63,39 @@ class DuplicateToken(StateConflict):
         super().__init__("name", name, "a name no other token has (a revoked token keeps its name)")
 
 
+class DuplicateCalendar(StateConflict):
+    """A calendar of this name exists, and the caller did not ask to replace it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__("name", name, "a name no other calendar has (or replace it)")
+
+
+class CalendarInUse(StateConflict):
+    """A calendar that schedules skip cannot be removed: they would lose its days."""
+
+    def __init__(self, name: str, schedules: list[str]) -> None:
+        shown = ", ".join(schedules[:5]) + (
+            f" and {len(schedules) - 5} more" if len(schedules) > 5 else ""
+        )
+        super().__init__(
+            "name", name, f"a calendar no schedule skips (skipped by {shown}: edit them first)"
+        )
+
+
 class RunNotFound(BridgeError, LookupError):
     """No run has the id that was asked for."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         super().__init__(f"run: no run with id {run_id!r}")
+
+
+class CalendarNotFound(BridgeError, LookupError):
+    """No calendar has the name that was asked for."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"name: no calendar named {name!r}")
 
 
 class IncidentNotFound(BridgeError, LookupError):

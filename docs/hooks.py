@@ -26,7 +26,7 @@ from mkdocs.structure.files import File, Files
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The order of the HTTP reference's sections, by OpenAPI tag.
-TAGS = ("schedules", "runs", "incidents", "audit", "scheduler")
+TAGS = ("schedules", "calendars", "runs", "incidents", "audit", "scheduler")
 
 
 def on_config(config: MkDocsConfig) -> MkDocsConfig:

@@ -7,6 +7,9 @@ embedded quick start and a PostgreSQL + Redis deployment:
   (``filesystem://``), which needs no server.
 * ``BRIDGE_DATABASE_URL``: the schedule store (read by the bridge itself);
   by default ``sqlite:///bridge.db``.
+* ``CELERY_RESULT_BACKEND``: where results are kept; none by default. A
+  schedule that sends a chord needs one, and the chord's tasks results kept
+  (``"ignore_result": false`` in their options).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ app = Celery("workers")
 app.conf.update(
     timezone=os.environ.get("CELERY_TIMEZONE", "UTC"),
     task_ignore_result=True,
+    result_backend=os.environ.get("CELERY_RESULT_BACKEND"),
     # Flower shows the runs the bridge sends: sent events from beat and the
     # CLI, task events from the workers.
     task_send_sent_event=True,
@@ -105,6 +109,20 @@ def delivery(self: Any) -> dict[str, Any]:
     """Returns how its message reached the worker: exchange, routing key and priority."""
     info = self.request.delivery_info or {}
     return {key: info.get(key) for key in ("exchange", "routing_key", "priority")}
+
+
+@app.task
+def scripted(path: str) -> str:
+    """Succeeds or fails as the next letter of the file at ``path`` says (``S`` or ``F``),
+    taking it off the file; succeeds once the letters run out. Sequential runs of one
+    worker process play a history of outcomes out, one per run."""
+    with open(path, encoding="utf-8") as script:
+        letters = script.read().strip()
+    with open(path, "w", encoding="utf-8") as script:
+        script.write(letters[1:])
+    if letters.startswith("F"):
+        raise RuntimeError(f"scripted failure, {len(letters) - 1} letter(s) left")
+    return f"scripted success, {max(len(letters) - 1, 0)} letter(s) left"
 
 
 @app.task

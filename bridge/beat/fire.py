@@ -65,11 +65,13 @@ from bridge.rules.fire import (
 )
 from bridge.rules.kinds import RunStatus
 from bridge.service import sending
+from bridge.service.calendars import Calendars
 from bridge.service.fire import Advance, Firing
 from bridge.service.sweeps import Sweeps
 from bridge.storage.beat import Recorded, Replaced, Row
 from bridge.storage.database import DatabaseError
 from bridge.storage.housekeeping import LostRun
+from bridge.tracing import Traced, Tracer
 
 logger = logging.getLogger("bridge.scheduler")
 
@@ -209,6 +211,9 @@ class FireSequence:
         self.sweeps = sweeps
         self.instance = instance
         self.outbox = Outbox(app)
+        self.calendars = Calendars(self.store.database)
+        #: Opens a span per run sent (``bridge_tracing``); set when beat really starts.
+        self.tracer: Tracer | None = None
         self.metrics = BeatMetrics()
         #: Runs published since beat started.
         self.sent = 0
@@ -251,10 +256,14 @@ class FireSequence:
         if stopping():
             self.store.release(self.instance, batch.ids)
             return 0
-        recorded = self._record(batch, fires, bad, now)
-        self.metrics.lost_marks(len(recorded.lost))
-        fires = [fire for fire in fires if fire.row.id not in recorded.lost]
-        published = self._publish(batch, fires, recorded)
+        traced = self._trace(fires)
+        try:
+            recorded = self._record(batch, fires, bad, now, traced)
+            self.metrics.lost_marks(len(recorded.lost))
+            fires = [fire for fire in fires if fire.row.id not in recorded.lost]
+            published = self._publish(batch, fires, recorded, traced)
+        finally:
+            self._end_spans(traced)
         sent_at = utcnow()
         self.metrics.published(
             (sent_at - (out.fire.row.nextrun or now)).total_seconds() for out in published.sent
@@ -408,10 +417,20 @@ class FireSequence:
         """Decide every row, with no I/O; the fires, and the notes of the rows set aside."""
         fires: list[Fire] = []
         bad: dict[int, str] = {}
+        calendars = self.calendars.book_for(row.skip_calendars for row in batch.rows.values())
         for row in batch.rows.values():
             try:
                 fire = self._step(
-                    row, functools.partial(prepare, row, live[row.id], now, catchup_limit)
+                    row,
+                    functools.partial(
+                        prepare,
+                        row,
+                        live[row.id],
+                        now,
+                        catchup_limit,
+                        calendars,
+                        self.settings.buffer_limit,
+                    ),
                 )
             except RowRefused as exc:
                 bad[row.id] = self._bad_row_note(row, str(exc))
@@ -426,6 +445,12 @@ class FireSequence:
                     plan.skipped,
                     plan.skip_reason,
                 )
+            if plan.excluded:
+                logger.info(
+                    "bridge: %d occurrence(s) of %r excluded: on its calendars",
+                    plan.excluded,
+                    row.name,
+                )
             if plan.missed:
                 logger.info(
                     "bridge: %d occurrence(s) of %r missed (catch-up): %s",
@@ -436,15 +461,39 @@ class FireSequence:
             fires.append(fire)
         return fires, bad
 
+    def _trace(self, fires: list[Fire]) -> dict[str, Traced]:
+        """A span per run to send, by run id, when beat traces its runs."""
+        if self.tracer is None:
+            return {}
+        return {
+            run_id: self.tracer.fire(run_id, fire.row.name, send.plan_time, send.trigger.value)
+            for fire in fires
+            for send, run_id in zip(fire.plan.sends, fire.run_ids, strict=True)
+        }
+
+    def _end_spans(self, traced: dict[str, Traced]) -> None:
+        if self.tracer is not None:
+            for span in traced.values():
+                self.tracer.end(span.span)
+
     # -- 3. record -------------------------------------------------------------------
 
     def _record(
-        self, batch: _Batch, fires: list[Fire], bad: dict[int, str], now: datetime
+        self,
+        batch: _Batch,
+        fires: list[Fire],
+        bad: dict[int, str],
+        now: datetime,
+        traced: dict[str, Traced],
     ) -> Recorded:
-        """Record the runs, end what ``replace`` displaces and disable the rows set aside,
-        in one transaction that checks the marks; then revoke, for the rows still held."""
+        """Record the runs (with their trace ids when traced), end what ``replace``
+        displaces and disable the rows set aside, in one transaction that checks the
+        marks; then revoke, for the rows still held."""
         self._renew(batch)
         records = [record for fire in fires for record in fire.records(now)]
+        if traced:
+            for record in records:
+                record["trace_id"] = traced[record["id"]].trace_id
         replaced = [
             Replaced(fire.row.id, fire.plan.revoke, fire.revoke_reason)
             for fire in fires
@@ -465,7 +514,7 @@ class FireSequence:
         """Overlap ``replace``: revoke the open runs the record transaction ended REVOKED."""
         reason = fire.revoke_reason
         try:
-            sending.revoke_recorded(self.app, fire.plan.revoke)
+            sending.revoke_recorded(self.app, fire.plan.revoke, fire.plan.terminate)
         except self.outbox.errors() as exc:
             logger.debug("bridge: could not revoke runs of %r: %s", fire.row.name, exc)
             raise PublishFailed(exc) from exc
@@ -474,7 +523,9 @@ class FireSequence:
 
     # -- 4. publish ------------------------------------------------------------------
 
-    def _publish(self, batch: _Batch, fires: list[Fire], recorded: Recorded) -> _Published:
+    def _publish(
+        self, batch: _Batch, fires: list[Fire], recorded: Recorded, traced: dict[str, Traced]
+    ) -> _Published:
         """Publish every PENDING run of the batch over one producer, in pipelined batches.
 
         Kombu's publish batch sends the messages to Redis in pipelines of
@@ -492,7 +543,8 @@ class FireSequence:
                     self._renew(batch)
                     try:
                         sent = self._step(
-                            fire.row, functools.partial(self._publish_fire, fire, recorded)
+                            fire.row,
+                            functools.partial(self._publish_fire, fire, recorded, traced),
                         )
                     except sending.NotSent as exc:
                         published.bad[fire.row.id] = self._bad_row_note(fire.row, exc.reason)
@@ -512,7 +564,9 @@ class FireSequence:
         self.store.disable(published.bad, self.instance, utcnow())
         return published
 
-    def _publish_fire(self, fire: Fire, recorded: Recorded) -> list[_Out]:
+    def _publish_fire(
+        self, fire: Fire, recorded: Recorded, traced: dict[str, Traced]
+    ) -> list[_Out]:
         """Publish the fire's runs that are still PENDING; those published.
 
         A message that cannot be built ends its run FAILURE and raises
@@ -528,7 +582,7 @@ class FireSequence:
                     self.outbox.publisher,
                     self.store,
                     fire.payload,
-                    fire.envelope(send, run_id, expires),
+                    fire.envelope(send, run_id, expires, _headers_of(traced.get(run_id))),
                     producer=self.outbox.producer(),
                     transient=self.outbox.errors(),
                 )
@@ -585,3 +639,8 @@ class FireSequence:
         note = f"disabled by beat: bad row: {reason}"
         logger.error("bridge: schedule %r %s", row.name, note)
         return note
+
+
+def _headers_of(traced: Traced | None) -> tuple[tuple[str, str], ...]:
+    """The message headers of a run's span (none when not traced)."""
+    return () if traced is None else traced.headers

@@ -42,10 +42,12 @@ from bridge.config import Settings
 from bridge.errors import BridgeError, ValidationError
 from bridge.rules.decisions import catchup_share, wait_seconds
 from bridge.rules.fire import fires_of_backlog
+from bridge.service import alerting
 from bridge.service.fire import Firing
 from bridge.service.sweeps import Sweeps
 from bridge.storage.beat import Claimed, Row
 from bridge.storage.database import Database, DatabaseError, shown_url
+from bridge.tracing import Tracer
 
 if TYPE_CHECKING:
     from bridge.storage.listener import ChangeListener
@@ -107,11 +109,11 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             self.database = Database(self.settings.database_url, pre_ping=False)
         self.instance = instance_id()
         self.metrics = BeatMetrics()
-        self.firing = Firing(self.database)
+        self.firing = Firing(self.database, self.settings.thresholds)
         self.store = self.firing.store
         self.schema = SchemaWatch(self.database)
         self.housekeeper = Housekeeper(
-            Sweeps(self.database), self.settings, self.instance, utcnow()
+            Sweeps(self.database, self.settings.thresholds), self.settings, self.instance, utcnow()
         )
         self.guard = Guard(
             on_database_lost=self._database_lost,
@@ -120,7 +122,9 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         self.fires = FireSequence(
             app, self.settings, self.firing, self.housekeeper.sweeps, self.instance
         )
-        self.watchdog = Watchdog(app, self.settings, self.database, self.quiet_for)
+        self.watchdog = Watchdog(
+            app, self.settings, self.database, self.quiet_for, lambda: self.schema.matched
+        )
         self._config_synced = not self.settings.sync_beat_schedule
         #: The rows the next tick claims at most (see FIRST_BATCH).
         self._batch = min(FIRST_BATCH, self.settings.batch_size)
@@ -151,6 +155,8 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
         with _fatal_at_start():
             check_broker(self.app)
             check_alert_task(self.app, self.settings)
+            self.watchdog.notifier = alerting.notifier_of(self.settings)
+            self.fires.tracer = Tracer() if self.settings.tracing else None
             self.schema.at_start()
             driver = self.database.engine.dialect.driver
             self.metrics = self.fires.metrics = beat_metrics(self.settings)

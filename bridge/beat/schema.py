@@ -54,6 +54,9 @@ class SchemaWatch:
         self.refused: SchemaMismatch | None = None
         #: Whether beat met a store with no tables and waits for its first ``migrate``.
         self._awaiting_migrate = False
+        #: Whether the last answer was yes: until then the watchdog waits too, so that a
+        #: beat started before ``migrate`` meets no half-made table (a migration under way).
+        self.matched = False
 
     def at_start(self) -> None:
         """Refuse (:class:`SchemaMismatch`) a schema behind or ahead of this release. One that
@@ -85,9 +88,11 @@ class SchemaWatch:
             migrating = self._awaiting_migrate and exc.fit is Fit.BEHIND
             if exc.fit is Fit.EMPTY or migrating:
                 self._awaiting_migrate = True
+                self.matched = False
                 raise SchemaPending(f"{exc}; waiting for it") from None
             raise
         self._awaiting_migrate = False
+        self.matched = True
         self._due = time.monotonic() + CHECK_INTERVAL
 
     def recheck(self) -> None:

@@ -16,7 +16,7 @@ new or another of its fields changes, and a beat restart does not reset it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -27,6 +27,7 @@ from bridge.clock import utcnow
 from bridge.errors import ValidationError
 from bridge.rules.definition import Definition, build_definition, require_occurrence
 from bridge.service.sync import ConfigSync
+from bridge.storage.calendars import CalendarStore
 from bridge.storage.database import Database
 
 __all__ = ["crontab_text", "entry_definition", "sync_beat_schedule", "timer_text"]
@@ -35,9 +36,13 @@ logger = logging.getLogger("bridge.sync")
 
 
 def entry_definition(
-    app: Celery, entry: Mapping[str, Any], now: datetime
+    app: Celery,
+    entry: Mapping[str, Any],
+    now: datetime,
+    known_calendars: Collection[str] | None = None,
 ) -> tuple[Definition, datetime]:
-    """The checked definition of a ``beat_schedule`` entry and its first occurrence after now."""
+    """The checked definition of a ``beat_schedule`` entry and its first occurrence after now
+    (``known_calendars``, when given: what its ``skip_calendars`` may name)."""
     policies = entry.get("policies") or {}
     if not isinstance(policies, Mapping):
         raise ValidationError(
@@ -53,6 +58,7 @@ def entry_definition(
         kwargs=entry.get("kwargs") or {},
         options=entry.get("options") or {},
         policies=policies,
+        known_calendars=known_calendars,
     )
     return definition, require_occurrence(timer, definition.policies, now, schedule_value)
 
@@ -62,9 +68,10 @@ def sync_beat_schedule(app: Celery, database: Database) -> None:
     entries: Mapping[str, Mapping[str, Any]] = app.conf.beat_schedule or {}
     now = utcnow()
     checked: dict[str, tuple[Definition, datetime]] = {}
+    calendars = CalendarStore(database).names()
     for name, entry in entries.items():
         try:
-            checked[name] = entry_definition(app, entry, now)
+            checked[name] = entry_definition(app, entry, now, calendars)
         except Exception as exc:  # one malformed entry must not stop the others
             logger.error("bridge: beat_schedule entry %r refused: %s", name, exc)
     report = ConfigSync(database).apply(checked, list(entries), now)

@@ -9,9 +9,10 @@ reads never delay a fire. Every ``bridge_watchdog_interval`` it
    is over; the scheduler's "no beat" incident is closed, since this beat
    ticks. A run that overruns is revoked or terminated when its schedule's
    ``on_overrun`` says so;
-2. sends the alerts the incidents owe to ``bridge_alert_task``: one when an
-   incident opens, again every ``bridge_alert_repeat`` while it stays open
-   and unacknowledged, and one when it closes;
+2. sends the alerts the incidents owe to ``bridge_alert_task`` and the
+   ``bridge_alert_urls``: one when an incident opens, again every
+   ``bridge_alert_repeat`` while it stays open and unacknowledged, and one
+   when it closes;
 3. prunes (:mod:`bridge.storage.retention`): looks at the schedules that
    ended runs since the last pass and at a slice of all of them (every
    schedule once an hour), prunes those that hold runs to delete, and sweeps
@@ -36,6 +37,7 @@ from celery import Celery
 
 from bridge.clock import utcnow
 from bridge.config import Settings
+from bridge.notify import Notifier
 from bridge.rules.health import TROUBLE, Health, State, health_of, watched
 from bridge.rules.policy import OnOverrun
 from bridge.rules.retention import FinalRuns, Limits, slice_of, to_look_at
@@ -77,9 +79,11 @@ STARVED_AFTER = 60.0
 #: core in all, and with 3,000 schedules at risk among 1,000,000 (failing, running) a
 #: pass takes 70 to 150 ms; with hundreds of open runs per schedule it took 1.5 s.
 WATCH_SHARE = 0.005
-#: The longest pause between two passes, whatever they cost: a schedule in trouble is
-#: told within a minute or so, even when judging the schedules at risk takes seconds.
-WATCH_PAUSE_AT_MOST = 60.0
+#: The longest pause between two passes, whatever they cost, in watchdog intervals (a
+#: minute at the default of 5 s): a schedule in trouble is told within a minute or so,
+#: even when judging the schedules at risk takes seconds, and sooner where the interval
+#: is set shorter to hear of trouble sooner.
+WATCH_PAUSE_INTERVALS = 12
 #: The CPU of a pass not counted in its share: a pass's few statements at any scale
 #: (2 to 10 ms), so that a watchdog with little at risk passes at every interval.
 WATCH_ALLOWANCE = 0.02
@@ -113,12 +117,18 @@ class Watchdog:
         settings: Settings,
         database: Database,
         quiet_for: Callable[[], float] = lambda: math.inf,
+        ready: Callable[[], bool] = lambda: True,
     ) -> None:
         self.app = app
         self.settings = settings
         #: Seconds left of beat's sleep before its next tick (0 while it fires).
         self.quiet_for = quiet_for
+        #: Whether beat found the schema it expects: no pass before (a beat started before
+        #: ``migrate`` would meet the tables half made while the migration runs).
+        self.ready = ready
         self.incidents = IncidentStore(database)
+        #: Sends to the alert URLs; set when beat really starts, which checks them.
+        self.notifier: Notifier | None = None
         self.health = HealthStore(database)
         self.retention = Retention(database)
         self.runs = BeatStore(database)
@@ -156,6 +166,8 @@ class Watchdog:
         # garbage collection in the middle of one); the first ones come at the interval.
         costs: deque[float] = deque(maxlen=WATCH_COSTS_KEPT)
         while not self._stop.wait(pause):
+            if not self.ready():
+                continue
             try:
                 judging = self.watch(utcnow())
             except Exception as exc:
@@ -173,7 +185,7 @@ class Watchdog:
                 self.settings.watchdog_interval,
                 min(costs) if len(costs) == costs.maxlen else 0.0,
                 WATCH_SHARE,
-                WATCH_PAUSE_AT_MOST,
+                WATCH_PAUSE_INTERVALS * self.settings.watchdog_interval,
                 WATCH_ALLOWANCE,
             )
 
@@ -187,9 +199,15 @@ class Watchdog:
             if judging:
                 self.judge(now)
         took = time.thread_time() - started if judging else None
-        if self.settings.alert_task:
+        if self.settings.alerting:
             repeat = timedelta(seconds=self.settings.alert_repeat)
-            alerting.send_alerts(self.app, self.incidents, self.settings.alert_task, repeat)
+            alerting.send_alerts(
+                self.app,
+                self.incidents,
+                self.settings.alert_task,
+                repeat,
+                notifier=self.notifier,
+            )
         self.prune(now)
         return took
 

@@ -32,8 +32,11 @@ from bridge.errors import IncidentNotFound, RunSkipped, SendFailed, StateConflic
 from bridge.manage.views import (
     AuditRecord,
     Backfill,
+    CalendarInfo,
+    Gap,
     IncidentRecord,
     Instance,
+    LabelRate,
     Page,
     Preview,
     Run,
@@ -41,14 +44,26 @@ from bridge.manage.views import (
     SchedulerHealth,
     Stats,
     Status,
+    Timeline,
+    TimerGroup,
     Token,
     Worker,
 )
 from bridge.rules import paging
+from bridge.rules.calendars import (
+    Calendar,
+    CalendarKind,
+    calendars_named,
+    excluded_by,
+    names_of,
+    names_text,
+)
+from bridge.rules.canvas import stored_canvas
 from bridge.rules.decisions import (
     FINISHED_NOTES,
     Forecast,
     Way,
+    displaced,
     first_at_or_after,
     forecast,
     manual_overlap,
@@ -64,17 +79,18 @@ from bridge.rules.definition import (
     check_timer,
     check_timezone,
     require_occurrence,
+    stored_timezone,
     with_queue,
 )
 from bridge.rules.edits import FRESH_STATE, retimes
 from bridge.rules.fire import state_of
 from bridge.rules.health import State, health_of, states_counted, watched
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus, Source, Trigger
-from bridge.rules.policy import Overlap, Policies, PolicyFields, duration
+from bridge.rules.policy import Overlap, Policies, PolicyFields, ReplaceWith, duration
 from bridge.rules.retention import Limits, to_look_at
 from bridge.rules.runs import Envelope, Payload, expires_at, new_run, run_id_for
 from bridge.rules.stats import spread, success_rate
-from bridge.rules.timers import Timer, parse_timer
+from bridge.rules.timers import Timer, load_zone, parse_timer
 from bridge.rules.tokens import (
     TOKEN_PREFIX,
     Role,
@@ -95,7 +111,10 @@ from bridge.rules.values import (
     seconds,
     whole_number,
 )
+from bridge.rules.words import timer_words
 from bridge.service import sending
+from bridge.service.calendars import Calendars
+from bridge.service.calendars import read as read_calendar
 from bridge.service.edits import Edits
 from bridge.service.incidents import Acknowledgements
 from bridge.service.tokens import Tokens
@@ -142,6 +161,14 @@ STATE_FILTERS: dict[str, dict[str, bool]] = {
     "late": {"late": True},
     "failing": {"failing": True},
 }
+#: The timers (with their zones) :meth:`Bridge.timeline` draws at most: those most schedules
+#: share. Schedules under others are counted as left out.
+TIMELINE_GROUPS = 200
+#: The fires :meth:`Bridge.timeline` works out at most, across its timers: a day of a
+#: timer firing every second is 86,400. Timers beyond are left out.
+TIMELINE_FIRES = 200_000
+#: The labels :meth:`Bridge.label_rates` gives at most, by name.
+LABELS_RATED = 200
 #: Schedules :meth:`Bridge.prune` reads at a time.
 PRUNE_SLICE = 500
 #: ``silenced_until`` of a schedule silenced until someone unsilences it.
@@ -182,6 +209,8 @@ class Bridge:
         self.token_store = TokenStore(self.database)
         self.token_changes = Tokens(self.database)
         self.acknowledgements = Acknowledgements(self.database)
+        self.calendar_book = Calendars(self.database)
+        self.calendar_store = self.calendar_book.store
         #: Who the audit log says made the changes of this object: ``cli:alice@host``, ...
         self.actor = actor or default_actor()
 
@@ -213,8 +242,9 @@ class Bridge:
         self,
         name: str,
         *,
-        task: str,
+        task: str | None = None,
         timer: str,
+        signature: Any = None,
         args: Any = (),
         kwargs: Any = None,
         timezone: str | None = None,
@@ -232,6 +262,10 @@ class Bridge:
         ``start=...``, ``max_failures=3``, ...; see :class:`~bridge.rules.policy.PolicyFields`);
         those left out take their defaults. The first run also respects
         ``start`` and ``end``: a combination with no occurrence to come is refused.
+
+        ``signature`` sends a Celery canvas instead of ``task``: a signature with its
+        options, a chain, a group or a chord (``chain(a.s(), b.s())``, or its JSON
+        form), every task of which is checked as ``task`` is. One run covers it all.
         """
         now = utcnow()
         check_name(name)
@@ -249,6 +283,8 @@ class Bridge:
             options=with_queue(options, queue),
             policies=policies,
             known_tasks=None if allow_unknown_task else self.known_tasks(),
+            known_calendars=self._calendar_names(policies),
+            signature=signature,
         )
         first = require_occurrence(timer_, definition.policies, now, timer)
         row = self.edits.insert(
@@ -266,6 +302,7 @@ class Bridge:
         *,
         task: str | None = None,
         timer: str | None = None,
+        signature: Any = None,
         args: Any = None,
         kwargs: Any = None,
         timezone: str | None = None,
@@ -277,6 +314,9 @@ class Bridge:
     ) -> Schedule:
         """Change the fields given; a field left out or given as None keeps its value.
 
+        ``signature="none"`` makes a schedule that sends a canvas send its ``task``
+        (given with it) alone again.
+
         A new timer, time zone, start or end moves the next run to the first
         occurrence after now that the new values allow; any other change
         leaves it. ``"none"`` clears an optional policy (``end="none"``). Values
@@ -287,12 +327,16 @@ class Bridge:
         lookup_text("name", name)
         flag("allow_unknown_task", allow_unknown_task)
         wanted_labels = None if labels is None else check_labels(labels)
+        # Read before the change's transaction, which SQLite lets no other connection read.
+        known_calendars = self._calendar_names(policies)
         with self.edits.changing(name, self._change("edit"), now) as editing:
             row = editing.row
             # A new timer starts from now (an interval's grid is anchored there).
             anchor = now if timer is not None and timer != row.timer else row.anchor
+            canvas = row.signature if signature is None else signature
+            cleared = canvas == CLEARED
             definition, timer_ = build_definition(
-                task=row.task if task is None else task,
+                task=_edited_task(row.task, task, signature, cleared),
                 timer=row.timer if timer is None else timer,
                 timezone=row.timezone if timezone is None else timezone,
                 anchor=anchor,
@@ -301,7 +345,11 @@ class Bridge:
                 options=with_queue(row.options if options is None else options, queue),
                 policies=policies,
                 base=Policies.from_columns(row),
-                known_tasks=None if allow_unknown_task or task is None else self.known_tasks(),
+                known_tasks=None
+                if allow_unknown_task or (task is None and signature is None)
+                else self.known_tasks(),
+                known_calendars=known_calendars,
+                signature=None if cleared else canvas,
             )
             columns = definition.columns()
             retimed = retimes(row, columns)
@@ -435,7 +483,9 @@ class Bridge:
         self._make_way(app, schedule, mode, "run", f"replaced by manual run {run_id}")
         now = utcnow()
         self.store.record_manual_run(
-            new_run(schedule.id, schedule.task, now, Trigger.MANUAL, now, run_id),
+            new_run(
+                schedule.id, schedule.task, now, Trigger.MANUAL, now, run_id, ends=payload.ends
+            ),
             now,
             self._change("run", None if overlap is None else f"overlap {mode.value}"),
             schedule.name,
@@ -487,8 +537,16 @@ class Bridge:
         attempt = run.attempt + 1
         retry_id = run_id_for(schedule.id, run.plan_time, attempt)
         now = utcnow()
+        payload = _payload(schedule)
         record = new_run(
-            schedule.id, schedule.task, run.plan_time, Trigger.MANUAL, now, retry_id, attempt
+            schedule.id,
+            schedule.task,
+            run.plan_time,
+            Trigger.MANUAL,
+            now,
+            retry_id,
+            attempt,
+            payload.ends,
         )
         if not self.store.record_if_new(record):
             raise StateConflict(
@@ -496,9 +554,7 @@ class Bridge:
             )
         change = self._change("retry")
         self.store.note_action(schedule.id, schedule.name, change, now, run=retry_id, of=run_id)
-        self._send(
-            app, schedule, _payload(schedule), retry_id, run.plan_time, Trigger.MANUAL, "retry"
-        )
+        self._send(app, schedule, payload, retry_id, run.plan_time, Trigger.MANUAL, "retry")
         return self.run_info(retry_id)
 
     def retriable(self, runs: Sequence[Run]) -> set[str]:
@@ -560,6 +616,9 @@ class Bridge:
                 "a timer with fixed occurrences (a fixed-delay timer has none to backfill)",
             )
         plans = _occurrences(timer_, first, last, limit, end)
+        calendars = self._calendars_of(schedule.skip_calendars)
+        on_calendars = {plan for plan in plans if excluded_by(calendars, plan) is not None}
+        plans = [plan for plan in plans if plan not in on_calendars]
         payload = _payload(schedule)
         self._make_way(app, schedule, mode, "backfill", "replaced by a backfill")
         sent: builtins.list[str] = []
@@ -567,7 +626,9 @@ class Bridge:
         for plan in plans:
             if pruned is not None and plan <= pruned:
                 continue  # its record may have been pruned: it cannot be told from a new one
-            record = new_run(schedule.id, schedule.task, plan, Trigger.BACKFILL, utcnow())
+            record = new_run(
+                schedule.id, schedule.task, plan, Trigger.BACKFILL, utcnow(), ends=payload.ends
+            )
             if not self.store.record_if_new(record):
                 continue
             self._send(app, schedule, payload, record["id"], plan, Trigger.BACKFILL, "backfill")
@@ -576,7 +637,9 @@ class Bridge:
             range_ = {"from": first.isoformat(), "to": last.isoformat(), "runs": len(sent)}
             change = self._change("backfill")
             self.store.note_action(schedule.id, schedule.name, change, utcnow(), **range_)
-        return Backfill(created=self._runs(sent), existing=len(plans) - len(sent))
+        return Backfill(
+            created=self._runs(sent), existing=len(plans) - len(sent), excluded=len(on_calendars)
+        )
 
     # -- reading -----------------------------------------------------------------
 
@@ -766,6 +829,7 @@ class Bridge:
                 RunStatus.LOST.value: schedule.lost_count,
                 "skipped": schedule.skipped_count,
                 "missed": schedule.missed_count,
+                "excluded": schedule.excluded_count,
                 "expired": schedule.expired_count,
                 "alerts": schedule.alert_count,
             },
@@ -938,6 +1002,79 @@ class Bridge:
         """The plan times and statuses of each schedule's latest ``count`` runs, oldest first."""
         return self.history_store.recent_statuses(schedule_ids, count)
 
+    def gaps(self, name: str, since: datetime, limit: int = 100) -> builtins.list[Gap]:
+        """The hours since ``since`` in which the schedule skipped or missed occurrences, with
+        how many of each, newest first (at most ``limit``): what a run's history does not
+        show, from the hourly tallies."""
+        schedule_id = self.store.id_of(lookup_text("name", name))
+        found = self.history_store.gaps(schedule_id, since, whole_number("limit", limit, low=1))
+        return [Gap(hour, skipped, missed) for hour, skipped, missed in found]
+
+    def timeline(
+        self, span: timedelta = timedelta(hours=24), now: datetime | None = None
+    ) -> Timeline:
+        """When the enabled schedules fire over the next ``span``, gathered by timer and zone.
+
+        Schedules that share a timer, a zone and the calendars they skip fire
+        together: each group is given with how many schedules it holds and its
+        timer's occurrences from the soonest next run among them, less those on
+        its calendars (an interval's phase is that schedule's; start and end
+        bounds, jitter and open runs of each schedule are not applied). The
+        :data:`TIMELINE_GROUPS` largest groups are given, until
+        :data:`TIMELINE_FIRES` occurrences are worked out: the timer that spends
+        the last of them is cut short (``more``), those after it are left out.
+        """
+        since = now or utcnow()
+        until = since + span
+        groups: builtins.list[TimerGroup] = []
+        left_out, budget = 0, TIMELINE_FIRES
+        rows = self.store.timer_groups(until, TIMELINE_GROUPS + 1)
+        book = self.calendar_book.book_for(row.skip_calendars for row in rows)
+        for row in rows:
+            # A calendar gone or unreadable is left out of a picture rather than refused.
+            calendars = [book[name] for name in names_of(row.skip_calendars) if name in book]
+            zone = stored_timezone(row.timezone)
+            try:
+                timer = check_timer(row.timer, zone, row.soonest)
+            except ValidationError:
+                timer = None
+            if timer is None or len(groups) == TIMELINE_GROUPS or budget <= 0:
+                left_out += row.schedules
+                continue
+            fires: builtins.list[datetime] = []
+            looked = 0
+            at: datetime | None = row.soonest
+            if row.soonest < since:  # overdue: beat fires it now, its timer on from there
+                fires.append(since)
+                at = timer.next_after(since)
+            while at is not None and at < until and looked < budget:
+                looked += 1
+                if excluded_by(calendars, at) is None:
+                    fires.append(at)
+                at = None if timer.fixed_delay else timer.next_after(at)
+            budget -= max(looked, len(fires))
+            more = at is not None and at < until
+            groups.append(
+                TimerGroup(
+                    row.timer, zone, timer_words(timer), row.schedules, row.first_name, fires, more
+                )
+            )
+        return Timeline(since, until, groups, left_out)
+
+    def label_rates(
+        self, window: str | float | timedelta = "7d", now: datetime | None = None
+    ) -> builtins.list[LabelRate]:
+        """Each label's runs that ended over the last ``window`` (the hourly tallies of its
+        schedules, from the hour ``window`` ago falls in), by status, with their success
+        rate; by label, the first :data:`LABELS_RATED` with any run."""
+        span = duration("window", window)
+        found = self.history_store.label_tallies((now or utcnow()) - span, LABELS_RATED)
+        rates = []
+        for label, tallied in found:
+            counts = {status.upper(): count for status, count in tallied.items() if count}
+            rates.append(LabelRate(label, counts, success_rate(counts)))
+        return rates
+
     def overview(self, now: datetime | None = None) -> Overview:
         """What the metrics show: the first ``bridge_metrics_max_schedules`` schedules by
         name with their counters, and the totals of every schedule."""
@@ -975,7 +1112,7 @@ class Bridge:
         row = self.store.get(lookup_text("name", name))
         if not row.enabled:
             return Forecast([], _disabled_note(row.note, row.broken))
-        state = state_of(row)
+        state = state_of(row, self.calendar_book.book_for([row.skip_calendars]))
         if row.nextrun is None:
             waiting = NOTE_RUNNING_RUN if state.fixed_delay else NOTE_OPEN_RUN
             return Forecast([], waiting)
@@ -1006,6 +1143,105 @@ class Bridge:
         """When beat will send the schedule's next ``count`` runs (see :meth:`forecast`)."""
         return [run.fire_at for run in self.forecast(name, count, now).runs]
 
+    # -- calendars ------------------------------------------------------------------------
+
+    def add_calendar(
+        self,
+        name: str,
+        *,
+        dates: Sequence[str] | str | None = None,
+        ranges: Sequence[str] | str | None = None,
+        cron: str | None = None,
+        timezone: str | None = None,
+        replace: bool = False,
+    ) -> CalendarInfo:
+        """Make the calendar ``name`` of exactly one of ``dates`` (``YYYY-MM-DD``, whole
+        days), ``ranges`` (``START/END``, dates or local times) or ``cron`` (the minutes a
+        cron expression matches), read in ``timezone`` (the app's when None); with
+        ``replace``, over the calendar of that name, whose schedules skip the new days
+        from their next occurrence. See :mod:`bridge.rules.calendars`."""
+        flag("replace", replace)
+        calendar = self.build_calendar(
+            name, dates=dates, ranges=ranges, cron=cron, timezone=timezone
+        )
+        self.save_calendar(calendar, replace)
+        return self.calendar(calendar.name)
+
+    def build_calendar(
+        self,
+        name: Any,
+        *,
+        dates: Any = None,
+        ranges: Any = None,
+        cron: Any = None,
+        timezone: Any = None,
+    ) -> Calendar:
+        """The calendar :meth:`add_calendar` would make, checked; nothing is written."""
+        given = [
+            (kind, value)
+            for kind, value in (
+                (CalendarKind.DATES, dates),
+                (CalendarKind.RANGES, ranges),
+                (CalendarKind.CRON, cron),
+            )
+            if value is not None
+        ]
+        if len(given) != 1:
+            names = [kind.value for kind, _ in given]
+            raise ValidationError(
+                names[-1] if names else "dates",
+                " and ".join(names) or None,
+                "exactly one of dates, ranges or cron",
+            )
+        ((kind, entries),) = given
+        zone = check_timezone(self.default_timezone() if timezone is None else timezone)
+        return Calendar.build(name, kind, entries, load_zone(zone))
+
+    def save_calendar(self, calendar: Calendar, replace: bool) -> None:
+        """Write a calendar :meth:`build_calendar` checked (over the one of its name with
+        ``replace``), audited."""
+        self.calendar_book.save(calendar, replace, utcnow(), self._change("save calendar"))
+
+    def calendars(self) -> builtins.list[CalendarInfo]:
+        """Every calendar, by name, with the schedules that skip it; one changed with SQL
+        into something unreadable is left out (``calendar`` names the problem, ``remove``
+        removes it)."""
+        users = self.calendar_book.users()
+        found = []
+        for row in self.calendar_store.every():
+            try:
+                found.append(self._calendar_info(row, users.get(row.name, [])))
+            except ValidationError:
+                continue
+        return found
+
+    def calendar(self, name: str) -> CalendarInfo:
+        """The calendar ``name``; :class:`~bridge.errors.CalendarNotFound` if none."""
+        row = self.calendar_store.get(lookup_text("name", name))
+        return self._calendar_info(row, self.calendar_book.users().get(row.name, []))
+
+    def remove_calendar(self, name: str) -> None:
+        """Delete the calendar ``name``; refused (:class:`~bridge.errors.CalendarInUse`)
+        while a schedule skips it."""
+        change = self._change("remove calendar")
+        self.calendar_book.remove(lookup_text("name", name), utcnow(), change)
+
+    def _calendar_info(self, row: Any, schedules: Sequence[str]) -> CalendarInfo:
+        return CalendarInfo(read_calendar(row), row.created_at, row.updated_at, tuple(schedules))
+
+    def _calendars_of(self, names: Sequence[str]) -> tuple[Calendar, ...]:
+        """The calendars ``names`` (a schedule's ``skip_calendars``), read; refused naming
+        ``skip_calendars`` for one that is gone."""
+        return calendars_named(names, self.calendar_book.book_for([names_text(tuple(names))]))
+
+    def calendar_names(self) -> set[str]:
+        """The names of every calendar: what a schedule's ``skip_calendars`` may list."""
+        return self.calendar_store.names()
+
+    def _calendar_names(self, policies: Mapping[str, Any]) -> Collection[str] | None:
+        """The calendars a schedule's ``skip_calendars`` may name, read when it names some."""
+        return self.calendar_names() if policies.get("skip_calendars") else None
+
     # -- the app's defaults ----------------------------------------------------------
 
     def default_timezone(self) -> str:
@@ -1024,7 +1260,13 @@ class Bridge:
         among them) and those the schedules' options name. A read of every schedule's
         options that mention a queue: callers that ask often keep the answer a while."""
         configured = set(self.app.amqp.queues) if self.app is not None else set()
-        return sorted(configured | self.store.queues_named())
+        in_canvases = set()
+        for text in self.store.canvases_naming_a_queue():
+            try:
+                in_canvases |= stored_canvas(text).queues
+            except ValidationError:
+                continue  # written by hand: the schedule's page says what is wrong with it
+        return sorted(configured | self.store.queues_named() | in_canvases)
 
     def queue_lengths(self, queues: Collection[str] | None = None) -> dict[str, int | None]:
         """Messages waiting in each of ``queues`` (:meth:`queues` when None), by queue;
@@ -1057,7 +1299,10 @@ class Bridge:
             blocking = open_runs[0]
             raise RunSkipped(command, schedule.name, blocking.id, blocking.status)
         if way is Way.REPLACE:
-            sending.revoke(app, self.store, [run.id for run in open_runs], reason)
+            replace_with = Policies.from_columns(schedule).replace_with
+            ending = displaced(open_runs, replace_with)
+            terminate = replace_with is ReplaceWith.TERMINATE
+            sending.revoke(app, self.store, ending, reason, terminate)
 
     def _send(
         self,
@@ -1111,7 +1356,21 @@ def _choices(
 
 
 def _payload(schedule: Schedule) -> Payload:
-    return Payload.decode(schedule.task, schedule.args, schedule.kwargs, schedule.options)
+    return Payload.decode(
+        schedule.task, schedule.args, schedule.kwargs, schedule.options, schedule.signature
+    )
+
+
+#: What an edit's ``signature`` says to send the task alone again.
+CLEARED = "none"
+
+
+def _edited_task(stored: str, task: str | None, signature: Any, cleared: bool) -> str | None:
+    """The task an edit names: the one given; else none when a new canvas names it, or the
+    stored one (a canvas's first task, which a canvas given or kept names again)."""
+    if task is not None:
+        return task
+    return stored if cleared or signature is None else None
 
 
 def _occurrences(
@@ -1138,8 +1397,11 @@ __all__ = [
     "AuditRecord",
     "Backfill",
     "Bridge",
+    "CalendarInfo",
     "DatabaseError",
+    "Gap",
     "Instance",
+    "LabelRate",
     "Overview",
     "Page",
     "Preview",
@@ -1148,6 +1410,8 @@ __all__ = [
     "Schedule",
     "Stats",
     "Status",
+    "Timeline",
+    "TimerGroup",
     "Worker",
     "error_reason",
     "is_conflict",

@@ -1,11 +1,12 @@
 """Bulk import and export of schedules as JSON Lines: ``bridge import`` and ``bridge export``.
 
 A line is one JSON object with the fields of ``bridge add``: ``name``,
-``task`` and ``timer`` (required), ``args``, ``kwargs``, ``timezone``,
-``queue``, ``options``, ``enabled``, ``anchor``, ``labels`` and every policy keyword of
-:class:`~bridge.rules.policy.PolicyFields`. A line is a complete definition, not a
-patch: a field left out takes the default ``add`` gives it, so importing a
-file makes each schedule it names exactly what its line says.
+``task`` (or a ``signature`` naming it) and ``timer`` (required), ``args``,
+``kwargs``, ``timezone``, ``queue``, ``options``, ``enabled``, ``anchor``,
+``labels`` and every policy keyword of :class:`~bridge.rules.policy.PolicyFields`.
+A line is a complete definition, not a patch: a field left out takes the
+default ``add`` gives it, so importing a file makes each schedule it names
+exactly what its line says.
 
 Import checks each line in Python, with no database connection, through the
 same checks as :meth:`bridge.manage.api.Bridge.add`, then writes in batches: one
@@ -56,6 +57,7 @@ from bridge.clock import utcnow
 from bridge.errors import ValidationError
 from bridge.manage.api import Bridge
 from bridge.rules.audit import AUDITED_COLUMNS, difference, snapshot
+from bridge.rules.calendars import Calendar
 from bridge.rules.definition import (
     Definition,
     build_definition,
@@ -82,6 +84,7 @@ DEFINITION_FIELDS = (
     "timer",
     "timezone",
     "anchor",
+    "signature",
     "args",
     "kwargs",
     "options",
@@ -104,7 +107,7 @@ Line = str | bytes
 COMPARED_COLUMNS = tuple(
     column
     for column in (
-        *("task", "timer", "timezone", "args", "kwargs", "options"),
+        *("task", "timer", "timezone", "args", "kwargs", "options", "signature"),
         *Policies().columns(),
         *("anchor", "enabled"),
     )
@@ -130,6 +133,8 @@ class Rules:
     default_timezone: str
     #: The app's registered task names, or None to accept any task name.
     known_tasks: Collection[str] | None
+    #: The calendars a line's ``skip_calendars`` may name.
+    known_calendars: Collection[str] = ()
 
 
 @dataclass(frozen=True)
@@ -230,6 +235,8 @@ def parse_line(text: Line, line: int, rules: Rules) -> Entry:
         options=with_queue(fields.get("options"), fields.get("queue")),
         policies={key: fields[key] for key in POLICY_NAMES if key in fields},
         known_tasks=rules.known_tasks,
+        known_calendars=rules.known_calendars,
+        signature=fields.get("signature"),
     )
     labels = check_labels(fields.get("labels") or ())
     given_timer = fields.get("timer")
@@ -281,12 +288,74 @@ class ImportReport:
     #: Whether the changes counted were committed (False for a dry run, or an
     #: all-or-nothing import that refused a line).
     written: bool = False
+    #: Calendars the file made or changed (its calendar lines; unchanged ones not counted).
+    calendars: int = 0
 
     def summary(self) -> str:
-        return (
+        counts = (
             f"created {self.created}, updated {self.updated}, "
             f"unchanged {self.unchanged}, refused {len(self.refusals)}"
         )
+        return f"{counts}, calendars saved {self.calendars}" if self.calendars else counts
+
+
+#: A line that holds a calendar names it under this key: ``bridge export`` writes one per
+#: calendar, before the schedules, which may skip it.
+CALENDAR_KEY = "calendar"
+CALENDAR_FIELDS = (CALENDAR_KEY, "dates", "ranges", "cron", "timezone")
+
+
+def calendar_fields(calendar: Calendar) -> dict[str, Any]:
+    """The line that recreates ``calendar`` (the fields of ``bridge calendar add``)."""
+    shown = calendar.to_json()
+    kind = calendar.kind.value
+    return {CALENDAR_KEY: calendar.name, kind: shown[kind], "timezone": shown["timezone"]}
+
+
+@dataclass
+class _CalendarLines:
+    """The calendar lines of an import: each checked as ``calendar add --replace`` checks
+    its arguments, its name known to the schedule lines after it, and written as read (or,
+    all or nothing, once every line is checked and none refused, before the schedules are
+    committed); an unchanged one is left."""
+
+    bridge: Bridge
+    #: The calendars stored before the import, by name.
+    stored: dict[str, Calendar]
+    #: The names a schedule line may skip: those stored and those the file made so far.
+    known: set[str]
+    write_now: bool
+    held: list[Calendar] = field(default_factory=list)
+    first_line: dict[str, int] = field(default_factory=dict)
+
+    def take(self, fields: Mapping[str, Any], line: int, report: ImportReport) -> None:
+        unknown = sorted(set(fields) - set(CALENDAR_FIELDS))
+        if unknown:
+            raise ValidationError(
+                "field", unknown[0], f"one of {', '.join(CALENDAR_FIELDS)} (a calendar's line)"
+            )
+        calendar = self.bridge.build_calendar(
+            fields[CALENDAR_KEY],
+            dates=fields.get("dates"),
+            ranges=fields.get("ranges"),
+            cron=fields.get("cron"),
+            timezone=fields.get("timezone"),
+        )
+        repeated = _repeated(self.first_line, CALENDAR_KEY, calendar.name, line)
+        if repeated is not None:
+            raise repeated
+        self.known.add(calendar.name)
+        if self.stored.get(calendar.name) == calendar:
+            return
+        report.calendars += 1
+        if self.write_now:
+            self.bridge.save_calendar(calendar, replace=True)
+        else:
+            self.held.append(calendar)
+
+    def write_held(self) -> None:
+        for calendar in self.held:
+            self.bridge.save_calendar(calendar, replace=True)
 
 
 @dataclass
@@ -323,12 +392,17 @@ def import_schedules(
     report = ImportReport()
     default_timezone = bridge.default_timezone()
     known_tasks = None if allow_unknown_task else bridge.known_tasks()
+    stored = {info.name: info.calendar for info in bridge.calendars()}
+    calendars = _CalendarLines(
+        bridge, stored, set(bridge.calendar_names()), not (dry_run or all_or_nothing)
+    )
     first_line: dict[str, int] = {}
     writer = ScheduleImport(bridge.database, READ_COLUMNS, all_or_nothing and not dry_run)
     with writer.begun():
         for batch in _batches(lines):
             now = utcnow()
-            entries = _check(batch, Rules(now, default_timezone, known_tasks), report)
+            rules = Rules(now, default_timezone, known_tasks, calendars.known)
+            entries = _check(batch, rules, report, calendars)
             entries = _first_of_each_name(entries, first_line, report)
             if entries:
                 plan = functools.partial(_plan, entries, now, bridge.actor)
@@ -338,6 +412,10 @@ def import_schedules(
                 changes.count_into(report)
         if report.refusals:
             writer.undo()
+        elif not dry_run:
+            # All or nothing: the calendars go in before the schedules that may skip them
+            # are committed, so that beat never meets a schedule naming one not there yet.
+            calendars.write_held()
     report.refusals.sort()
     report.written = not dry_run and not (all_or_nothing and report.refusals)
     return report
@@ -349,14 +427,37 @@ def _batches(lines: Iterable[Line]) -> Iterator[list[tuple[int, Line]]]:
         yield batch
 
 
-def _check(batch: Sequence[tuple[int, Line]], rules: Rules, report: ImportReport) -> list[Entry]:
+def _check(
+    batch: Sequence[tuple[int, Line]],
+    rules: Rules,
+    report: ImportReport,
+    calendars: _CalendarLines,
+) -> list[Entry]:
     entries = []
     for number, text in batch:
         try:
-            entries.append(parse_line(text, number, rules))
+            fields = _calendar_of(text)
+            if fields is None:
+                entries.append(parse_line(text, number, rules))
+            else:
+                calendars.take(fields, number, report)
         except ValidationError as exc:
             report.refusals.append(Refusal(number, str(exc)))
     return entries
+
+
+def _calendar_of(text: Line) -> dict[str, Any] | None:
+    """The fields of a calendar's line, or None for any other line (which :func:`parse_line`
+    reads, and refuses if it is no JSON object). Only a line that says ``"calendar"`` is
+    decoded here: the schedule lines are most of a file."""
+    said = b'"calendar"' in text if isinstance(text, bytes) else '"calendar"' in text
+    if not said:
+        return None
+    try:
+        fields = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return fields if isinstance(fields, dict) and CALENDAR_KEY in fields else None
 
 
 def _first_of_each_name(
@@ -365,15 +466,23 @@ def _first_of_each_name(
     """Refuse a name given by an earlier line: which line wins would otherwise be a guess."""
     kept = []
     for entry in entries:
-        earlier = first_line.setdefault(entry.name, entry.line)
-        if earlier == entry.line:
+        repeated = _repeated(first_line, "name", entry.name, entry.line)
+        if repeated is None:
             kept.append(entry)
         else:
-            reason = ValidationError(
-                "name", entry.name, f"a name no earlier line has (line {earlier} has it)"
-            )
-            report.refusals.append(Refusal(entry.line, str(reason)))
+            report.refusals.append(Refusal(entry.line, str(repeated)))
     return kept
+
+
+def _repeated(
+    first_line: dict[str, int], field: str, name: str, line: int
+) -> ValidationError | None:
+    """The refusal of ``name`` on ``line`` when an earlier line gave it (``first_line``
+    keeps the line of each name's first); None for its first."""
+    earlier = first_line.setdefault(name, line)
+    if earlier == line:
+        return None
+    return ValidationError(field, name, f"a name no earlier line has (line {earlier} has it)")
 
 
 def _plan(
@@ -447,6 +556,8 @@ def export_fields(row: RowValues) -> dict[str, Any]:
         value = row[key] if key == "enabled" else json_or_text(row[key])
         if value != _DEFAULTS[key]:
             line[key] = value
+    if row.get("signature") is not None:
+        line["signature"] = json_or_text(row["signature"])
     if row.get("labels"):
         line["labels"] = list(row["labels"])
     defaults = Policies().columns()
@@ -475,12 +586,17 @@ def _policy_text(value: Any) -> Any:
 
 
 def export_schedules(bridge: Bridge) -> Iterator[str]:
-    """One line per schedule, in code-point order of names."""
+    """One line per calendar, then one per schedule, each in code-point order of names:
+    a schedule line that skips a calendar comes after the calendar's."""
+    for info in bridge.calendars():
+        yield json.dumps(calendar_fields(info.calendar), ensure_ascii=False)
     for row in rows_by_name(bridge.database, (*COMPARED_COLUMNS, "remaining")):
         yield export_line(row)
 
 
 __all__ = [
+    "CALENDAR_FIELDS",
+    "CALENDAR_KEY",
     "COMPARED_COLUMNS",
     "LINE_FIELDS",
     "READ_COLUMNS",
@@ -489,6 +605,7 @@ __all__ = [
     "Refusal",
     "Rules",
     "audit_entry",
+    "calendar_fields",
     "export_fields",
     "export_line",
     "export_schedules",

@@ -6,9 +6,16 @@ from __future__ import annotations
 #: Each policy option's metavar (its choices or format) and help (with its default).
 POLICY_HELP = {
     "overlap": (
-        "skip|allow|buffer_one|replace",
+        "skip|allow|buffer_one|buffer_all|replace",
         "While a previous run is not final: skip it, allow both, buffer_one (start it when "
-        "the running one ends) or replace (revoke the running one). Default: skip.",
+        "the running one ends), buffer_all (queue every one, started one after another) or "
+        "replace (revoke the running one). Default: skip.",
+    ),
+    "replace_with": (
+        "terminate|revoke",
+        "How overlap replace ends the open run: revoke it and terminate it where it "
+        "executes, or revoke it only if it has not started (a started run finishes beside "
+        "the new one). Default: terminate.",
     ),
     "catchup": (
         "latest|all|none",
@@ -74,6 +81,16 @@ POLICY_HELP = {
         "What to do with a run that overruns besides alerting: nothing, revoke it, or revoke "
         "and terminate it. Default: none.",
     ),
+    "alert_after": (
+        "N|none",
+        "Failed occurrences in a row before the schedule is failing and its incident opens. "
+        "Default: none (bridge_default_alert_after, 1).",
+    ),
+    "recover_after": (
+        "N|none",
+        "Successful runs in a row before a failing schedule recovers and its incident "
+        "closes. Default: none (bridge_default_recover_after, 1).",
+    ),
     "keep_runs": (
         "N|none",
         "Final runs kept: the latest N, 0 for all. Default: none (bridge_history_keep_runs, 100).",
@@ -82,6 +99,11 @@ POLICY_HELP = {
         "N|none",
         "Final runs kept: those planned in the last N days, 0 for any age. "
         "Default: none (bridge_history_keep_days, 30).",
+    ),
+    "skip_calendars": (
+        "NAMES|none",
+        "Calendars (bridge calendar add) on whose days and times no occurrence is sent: "
+        "each is counted as excluded. Default: none.",
     ),
 }
 
@@ -93,7 +115,12 @@ POLICY_CHOICES = {
         "skip": "no new run is sent while one is open",
         "allow": "a new run is sent beside the open one",
         "buffer_one": "one new run waits, and starts when the open one ends",
+        "buffer_all": "every new run waits its turn, each starting when the one before ends",
         "replace": "the open run is revoked and the new one sent",
+    },
+    "replace_with": {
+        "terminate": "the open run is revoked, and terminated where it executes",
+        "revoke": "a run not started yet is revoked; a started one finishes beside the new",
     },
     "catchup": {
         "latest": "the latest missed occurrence runs, once",
@@ -125,4 +152,21 @@ DEFINITION_HELP = {
     "enabled": "false creates it paused. Default: true.",
     "anchor": "Where an interval timer's grid starts (ISO-8601 with offset). Default: now.",
     "allow_unknown_task": "Accept a task name this app does not register.",
+    "signature": "A Celery canvas sent instead of the task alone: a signature with its "
+    "options, a chain, a group or a chord, in Celery's JSON form (json.dumps(signature)); "
+    "one run covers it all. 'none' on an edit sends the task alone again.",
+}
+
+
+#: The fields of a calendar (``bridge calendar add``, ``POST /calendars``), and what each takes.
+CALENDAR_HELP = {
+    "name": "A unique name: 1 to 100 letters, digits or _.- (starting with a letter or digit).",
+    "dates": "Whole local days, YYYY-MM-DD, separated by commas (or a list).",
+    "ranges": "Spans START/END, each a date (the whole day, both ends included) or a local "
+    "date and time YYYY-MM-DDTHH:MM (from START up to END); a lone date is that day; "
+    "repeat for several.",
+    "cron": "A 5-field cron expression: the minutes it matches are excluded "
+    "('* * 25 12 *' is all of 25 December).",
+    "timezone": "The IANA zone its days and times are read in. Default: the app's timezone.",
+    "replace": "Write over the calendar of this name (its schedules skip the new days).",
 }

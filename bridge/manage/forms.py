@@ -15,10 +15,17 @@ from typing import Any
 
 from bridge.rules.policy import POLICY_NAMES, Policies
 
+
+def _typed(value: Any, empty: str) -> str:
+    """A policy's JSON value as one would type it (a list separated by commas); ``empty``
+    for none."""
+    if value is None or value == []:
+        return empty
+    return ",".join(value) if isinstance(value, list) else str(value)
+
+
 #: Each policy's default as a form shows and sends it: an optional one as ``none``.
-POLICY_DEFAULTS = {
-    key: "none" if value is None else str(value) for key, value in Policies().to_json().items()
-}
+POLICY_DEFAULTS = {key: _typed(value, "none") for key, value in Policies().to_json().items()}
 
 
 def policy_values(row: Any) -> dict[str, str]:
@@ -28,7 +35,7 @@ def policy_values(row: Any) -> dict[str, str]:
         found = Policies.from_columns(row).to_json()
     except ValueError:
         return {}
-    return {key: "" if value is None else str(value) for key, value in found.items()}
+    return {key: _typed(value, "") for key, value in found.items()}
 
 
 def policy_fields(form: Mapping[str, str], editing: bool) -> dict[str, str]:

@@ -13,6 +13,9 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Generic, Self, TypeVar
 
+from bridge.errors import ValidationError
+from bridge.rules.calendars import Calendar, names_of
+from bridge.rules.canvas import stored_canvas
 from bridge.rules.decisions import Upcoming
 from bridge.rules.health import Health, State
 from bridge.rules.timers import parse_timer
@@ -68,7 +71,7 @@ _CONVERTED: dict[type, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]
 
 
 #: The columns that hold JSON as text.
-_JSON_COLUMNS = ("args", "kwargs", "options")
+_JSON_COLUMNS = ("args", "kwargs", "options", "signature")
 
 
 class _View:
@@ -110,6 +113,7 @@ class Schedule(_View):
     next_occurrence: datetime | None
     anchor: datetime
     overlap: str
+    replace_with: str
     catchup: str
     catchup_window: float | None
     jitter: float
@@ -123,6 +127,8 @@ class Schedule(_View):
     grace: float | None
     max_runtime: float | None
     on_overrun: str
+    alert_after: int | None
+    recover_after: int | None
     keep_runs: int | None
     keep_days: int | None
     held: datetime | None
@@ -130,6 +136,8 @@ class Schedule(_View):
     retry_attempt: int | None
     retry_at: datetime | None
     failure_streak: int
+    failing_since: datetime | None
+    success_streak: int
     source: str
     note: str | None
     broken: bool
@@ -142,6 +150,7 @@ class Schedule(_View):
     total_run_count: int
     skipped_count: int
     missed_count: int
+    excluded_count: int
     expired_count: int
     alert_count: int
     success_count: int
@@ -154,8 +163,12 @@ class Schedule(_View):
     worker: str | None
     marked: datetime | None
     labels: tuple[str, ...] = ()
+    #: The calendars its occurrences are not sent on, by name.
+    skip_calendars: tuple[str, ...] = ()
     #: What the schedule is for, in words (kept from the scheduler it was imported from).
     description: str | None = None
+    #: The Celery canvas it sends instead of its task alone, in Celery's JSON form.
+    signature: str | None = None
     #: Its health (see :mod:`bridge.rules.health`): the state, why, and since when. Judged
     #: when the view is made, so not compared: two views of one row are equal.
     health: str = field(default=Health.OK.value, compare=False)
@@ -167,6 +180,7 @@ class Schedule(_View):
         """The schedule ``row`` (a mapping or an object), judged ``state`` (ok when not
         judged)."""
         values = columns_of(row, _STORED)
+        values["skip_calendars"] = names_of(values["skip_calendars"])
         if state is None:
             return cls(**values)
         return cls(
@@ -175,6 +189,17 @@ class Schedule(_View):
             health_reason=state.reason,
             health_since=state.since,
         )
+
+    @property
+    def canvas(self) -> str | None:
+        """The canvas it sends, in a line (:attr:`~bridge.rules.canvas.Canvas.shape`), or
+        None when it sends its task alone; the stored text when it no longer reads."""
+        if self.signature is None:
+            return None
+        try:
+            return stored_canvas(self.signature).shape
+        except ValidationError:
+            return self.signature
 
     @property
     def fixed_delay(self) -> bool:
@@ -217,6 +242,8 @@ class Run(_View):
     result: str | None
     error: str | None
     traceback: str | None
+    #: The OpenTelemetry trace beat's span of the run began (None: not traced).
+    trace_id: str | None = None
 
     @classmethod
     def of(cls, row: Any, schedule: str | None = None) -> Self:
@@ -257,6 +284,60 @@ class Preview:
 
 
 @dataclass(frozen=True)
+class Gap:
+    """Occurrences of a schedule that were not run, counted in the hour beat decided so
+    (:meth:`Bridge.gaps`): skipped (a run was open, and the overlap policy skips) or
+    missed (the catch-up policy passed them over, or they fell outside its window)."""
+
+    hour: datetime
+    skipped: int
+    missed: int
+
+
+@dataclass(frozen=True)
+class TimerGroup:
+    """Schedules due within a timeline's span that share a timer and a zone, and when that
+    timer fires within it (:meth:`Bridge.timeline`)."""
+
+    timer: str
+    timezone: str
+    #: The timer in words (``every minute``).
+    words: str
+    schedules: int
+    #: One of them, the first by name.
+    first_name: str
+    #: The timer's occurrences from the soonest next run among them, within the span.
+    fires: list[datetime]
+    #: It fires more often within the span than :data:`bridge.manage.api.TIMELINE_FIRES`
+    #: left room for: ``fires`` holds the first of them only.
+    more: bool
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """When the schedules fire over a span (:meth:`Bridge.timeline`), by timer."""
+
+    since: datetime
+    until: datetime
+    groups: list[TimerGroup]
+    #: Schedules due within the span in groups left out (beyond
+    #: :data:`bridge.manage.api.TIMELINE_GROUPS` or :data:`bridge.manage.api.TIMELINE_FIRES`,
+    #: or whose timer no longer reads).
+    left_out: int
+
+
+@dataclass(frozen=True)
+class LabelRate:
+    """The runs of a label's schedules that ended over a window, and their success rate
+    (:meth:`Bridge.label_rates`)."""
+
+    label: str
+    counts: dict[str, int]
+    #: SUCCESS among those that ended SUCCESS, FAILURE or LOST (None: none did).
+    success_rate: float | None
+
+
+@dataclass(frozen=True)
 class Backfill:
     """What :meth:`Bridge.backfill` did."""
 
@@ -264,6 +345,8 @@ class Backfill:
     created: list[Run]
     #: Occurrences of the range already recorded (by beat or an earlier backfill); not sent again.
     existing: int
+    #: Occurrences of the range on the schedule's calendars; not sent.
+    excluded: int = 0
 
 
 @dataclass(frozen=True)
@@ -420,6 +503,9 @@ class IncidentRecord(_View):
     recovery_sent_at: datetime | None
     message: str
     runs: str
+    #: Tries in a row an alert URL refused the alert owed, and why the last one failed.
+    alert_attempts: int = 0
+    alert_error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = super().to_json()
@@ -450,6 +536,30 @@ class Token(_View):
         if self.expires_at is not None and self.expires_at <= now:
             return "expired"
         return "active"
+
+
+@dataclass(frozen=True)
+class CalendarInfo:
+    """A named calendar, as ``bridge calendar show`` and the API give it: what it holds,
+    when it was made and changed, and the schedules that skip it."""
+
+    calendar: Calendar
+    created_at: datetime
+    updated_at: datetime
+    #: The schedules that skip it, by name.
+    schedules: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.calendar.name
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.calendar.to_json(),
+            "created_at": self.created_at.astimezone(UTC).isoformat(),
+            "updated_at": self.updated_at.astimezone(UTC).isoformat(),
+            "schedules": list(self.schedules),
+        }
 
 
 @dataclass(frozen=True)

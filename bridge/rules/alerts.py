@@ -8,7 +8,7 @@ registers; it gets the payload as its one argument.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from bridge.rules.values import column_of
@@ -59,3 +59,21 @@ def sentence(
     if event == "repeat" and since is not None:
         return f"{who} is still {state}, for {short_duration(now - since)} now: {detail}."
     return f"{who} is {state}: {detail}."
+
+
+#: The longest wait before an alert an alert URL refused is tried again.
+RETRY_AT_MOST = timedelta(minutes=5)
+
+
+def retry_after(attempts: int) -> timedelta:
+    """How long an alert waits after its ``attempts``-th refusal in a row: 5 s, doubling,
+    at most :data:`RETRY_AT_MOST`, so that a service that is down is not hammered and one
+    that is back gets the alert within minutes."""
+    doublings = min(max(attempts, 1) - 1, 20)
+    return min(RETRY_AT_MOST, timedelta(seconds=5 << doublings))
+
+
+def title(payload: dict[str, Any]) -> str:
+    """The title of an alert sent to a notification URL: ``bridge: late opened: report``."""
+    subject = payload["schedule"] or "the scheduler"
+    return f"bridge: {payload['kind']} {payload['event']}: {subject}"

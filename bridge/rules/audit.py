@@ -26,6 +26,7 @@ AUDITED_COLUMNS = (
     "args",
     "kwargs",
     "options",
+    "signature",
     *POLICY_COLUMNS.values(),
     "enabled",
     "broken",
@@ -33,7 +34,7 @@ AUDITED_COLUMNS = (
     "silenced_until",
 )
 #: Stored as JSON text: shown decoded.
-_JSON_COLUMNS = frozenset({"args", "kwargs", "options"})
+_JSON_COLUMNS = frozenset({"args", "kwargs", "options", "signature"})
 #: The ``schedule_name`` of an entry that is about no schedule (a named token's).
 NO_SCHEDULE = ""
 

@@ -18,12 +18,20 @@ import enum
 import functools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bridge.errors import ValidationError
+from bridge.rules.calendars import Calendar, excluded_by
 from bridge.rules.kinds import SCHEDULED_TRIGGERS, RunStatus, Trigger
-from bridge.rules.policy import Catchup, Overlap, Policies, jitter_bound, jitter_offset
+from bridge.rules.policy import (
+    Catchup,
+    Overlap,
+    Policies,
+    ReplaceWith,
+    jitter_bound,
+    jitter_offset,
+)
 from bridge.rules.timers import IntervalTimer, Timer
 from bridge.rules.values import column_of
 from bridge.rules.words import short_duration
@@ -41,6 +49,9 @@ TICK_MESSAGES = 4
 COUNT_CAP = 100_000
 
 _TICK = timedelta(microseconds=1)
+#: The occurrences overlap ``buffer_all`` queues at most, unless ``bridge_buffer_limit``
+#: says otherwise.
+BUFFER_LIMIT = 100
 
 NOTE_NO_OCCURRENCE = "finished: the timer has no further occurrence"
 NOTE_PAST_END = "finished: past its end time"
@@ -84,12 +95,25 @@ class State:
     retry_attempt: int | None = None
     retry_at: datetime | None = None
     failure_streak: int = 0
+    #: Successful runs in a row since the schedule began failing (0 while it is not).
+    success_streak: int = 0
+    #: When the schedule began failing (its ``alert_after``-th failure in a row); None
+    #: while it is not.
+    failing_since: datetime | None = None
     #: When beat was due to act on the row (its ``nextrun`` as claimed).
     nextrun: datetime | None = None
+    #: The calendars of its ``skip_calendars``, read: an occurrence on any is not sent.
+    calendars: tuple[Calendar, ...] = ()
+    #: How many occurrences overlap ``buffer_all`` queues at most (``bridge_buffer_limit``).
+    buffer_limit: int = BUFFER_LIMIT
 
     @property
     def fixed_delay(self) -> bool:
         return self.timer.fixed_delay
+
+    def excluded(self, occurrence: datetime) -> bool:
+        """Whether the occurrence falls on one of the schedule's calendars."""
+        return bool(self.calendars) and excluded_by(self.calendars, occurrence) is not None
 
 
 @dataclass(frozen=True, order=True)
@@ -108,8 +132,12 @@ class Plan:
     sends: list[Send] = field(default_factory=list)
     #: Open runs to revoke before sending (overlap ``replace``).
     revoke: list[str] = field(default_factory=list)
+    #: Terminate those of them that execute (``replace_with``).
+    terminate: bool = True
     skipped: int = 0
     missed: int = 0
+    #: Occurrences not sent because they fall on one of the schedule's calendars.
+    excluded: int = 0
     #: Why occurrences were skipped, for beat's log.
     skip_reason: str | None = None
     #: Why occurrences were missed, in words, for beat's log and the ``missed`` incident.
@@ -266,7 +294,7 @@ class Way(enum.Enum):
     SEND = "send"
     #: Revoke the open runs, then send it: ``replace``.
     REPLACE = "replace"
-    #: Hold it until the open run ends: ``buffer_one``.
+    #: Hold it until the open run ends: ``buffer_one``, ``buffer_all``.
     HOLD = "hold"
     #: Do not send it: ``skip``, or ``replace`` with nothing recorded to revoke.
     SKIP = "skip"
@@ -284,9 +312,22 @@ def overlap_way(overlap: Overlap, live: Sequence[OpenRun], starting: bool = Fals
         return Way.SEND
     if overlap is Overlap.REPLACE and live:
         return Way.REPLACE
-    if overlap is Overlap.BUFFER_ONE:
+    if overlap in (Overlap.BUFFER_ONE, Overlap.BUFFER_ALL):
         return Way.HOLD
     return Way.SKIP
+
+
+#: The statuses of a run a worker executes: ``replace_with revoke`` leaves it to finish.
+EXECUTING = (RunStatus.STARTED.value, RunStatus.RETRY.value)
+
+
+def displaced(live: Sequence[OpenRun], replace_with: ReplaceWith) -> list[str]:
+    """The open runs overlap ``replace`` ends: every one (``terminate``: those executing are
+    terminated), or those no worker executes yet (``revoke``: a run already executing
+    cannot be stopped short of terminating it, so it finishes beside the new one)."""
+    if replace_with is ReplaceWith.TERMINATE:
+        return [run.id for run in live]
+    return [run.id for run in live if run.status not in EXECUTING]
 
 
 def manual_overlap(value: str | None) -> Overlap:
@@ -368,10 +409,13 @@ def decide(
             sends.append(Send(state.retry_plan, Trigger.RETRY, state.retry_attempt))
             sent_retry = state.retry_attempt
     remaining = policies.remaining
+    buffering = policies.overlap is Overlap.BUFFER_ALL
     if held is not None and not live and not sends and (remaining is None or remaining > 0):
         sends.append(Send(held, Trigger.SCHEDULED))
-        held = None
+        held = next_buffered(state, held) if buffering else None
         remaining = None if remaining is None else remaining - 1
+    if remaining is not None and remaining <= 0:
+        held = None  # no run left to start it: the schedule finishes
 
     occurrence = bounded_occurrence(state, state.next_occurrence)
     due: list[datetime] = []
@@ -382,6 +426,9 @@ def decide(
         due, (missed, missed_reason), trigger, next_occurrence = _due_occurrences(
             state, occurrence, now, catchup_limit
         )
+    on_calendars = [plan for plan in due if state.excluded(plan)]
+    if on_calendars:
+        due = [plan for plan in due if plan not in on_calendars]
     if remaining is not None and len(due) > remaining:
         due = due[:remaining]
 
@@ -404,9 +451,17 @@ def decide(
             else "a run was just started"
         )
         if way is Way.REPLACE:
-            revoke = [run.id for run in live]
+            revoke = displaced(live, policies.replace_with)
+        elif way is Way.HOLD and buffering:
+            # Queued: the occurrences from ``held`` up to the new cursor; those a catch-up
+            # passed over inside the queue are queued too, not missed.
+            if held is not None:
+                missed, missed_reason = 0, None
+            room = state.buffer_limit if remaining is None else min(state.buffer_limit, remaining)
+            held, skipped = bounded_queue(state, held or due[0], next_occurrence, room)
+            reason, due = f"{blocking} and the buffer of {room} is full", []
         elif way is Way.HOLD:
-            if held is None:
+            if held is None and (remaining is None or remaining > 0):
                 held, due = due[-1], due[:-1]
             skipped, reason, due = len(due), f"{blocking} and one occurrence is held", []
         elif way is Way.SKIP:
@@ -417,11 +472,15 @@ def decide(
     if due and state.fixed_delay:
         # The next occurrence is one interval after this run finishes.
         next_occurrence = None
+    # Counted once the cursor is past them: catch-up ``all`` walks those after it again.
+    excluded = sum(1 for plan in on_calendars if next_occurrence is None or plan < next_occurrence)
     return Plan(
         sends=sends,
         revoke=revoke,
+        terminate=policies.replace_with is ReplaceWith.TERMINATE,
         skipped=skipped,
         missed=missed,
+        excluded=excluded,
         skip_reason=reason,
         missed_reason=missed_reason if missed else None,
         next_occurrence=bounded_occurrence(state, next_occurrence),
@@ -430,6 +489,42 @@ def decide(
         remaining=remaining,
         waiting=waiting,
     )
+
+
+def _queue_last(state: State, cursor: datetime | None) -> datetime:
+    """The newest occurrence a ``buffer_all`` queue may hold: the one before the cursor,
+    or, once the cursor is gone (past the end, or the timer has no more), the end."""
+    if cursor is not None:
+        return cursor - _TICK
+    return state.policies.end or datetime.max.replace(tzinfo=UTC)
+
+
+def next_buffered(state: State, sent: datetime) -> datetime | None:
+    """Overlap ``buffer_all``: the queued occurrence after ``sent``, which was the oldest
+    (None: the queue is empty). The queue is the timer's occurrences from the held one
+    up to the cursor (or the end), less those on the schedule's calendars."""
+    following = state.timer.next_after(sent)
+    while following is not None and state.excluded(following):
+        following = state.timer.next_after(following)
+    if following is None or following > _queue_last(state, state.next_occurrence):
+        return None
+    return following
+
+
+def bounded_queue(
+    state: State, oldest: datetime, cursor: datetime | None, room: int
+) -> tuple[datetime | None, int]:
+    """Overlap ``buffer_all``: the oldest occurrence the queue keeps when it holds those
+    from ``oldest`` up to ``cursor`` (the newest last), at most ``room`` of them (None:
+    none); and how many of the oldest it drops to keep to that (counted as skipped)."""
+    queued: list[datetime] = []
+    for plan in occurrences(state.timer, oldest, _queue_last(state, cursor)):
+        if not state.excluded(plan):
+            queued.append(plan)
+        if len(queued) > COUNT_CAP:
+            break
+    dropped = max(0, len(queued) - room)
+    return (queued[dropped] if dropped < len(queued) else None), dropped
 
 
 def resume(state: State, recorded: list[OpenRun]) -> Plan:
@@ -458,10 +553,19 @@ def resume(state: State, recorded: list[OpenRun]) -> Plan:
         elif next_occurrence is None or (following is not None and following > next_occurrence):
             next_occurrence = following
     remaining = state.policies.remaining
+    held = state.held
+    if held in occurrences_sent:
+        # The oldest of a ``buffer_all`` queue sent: the next one waits its turn.
+        buffered = state.policies.overlap is Overlap.BUFFER_ALL
+        held = (
+            next_buffered(replace(state, next_occurrence=next_occurrence), held)
+            if buffered
+            else None
+        )
     return Plan(
         sends=sends,
         next_occurrence=bounded_occurrence(state, next_occurrence),
-        held=None if state.held in occurrences_sent else state.held,
+        held=held,
         sent_retry=retries[-1].attempt if retries else None,
         remaining=None if remaining is None else remaining - len(occurrences_sent),
     )
@@ -517,6 +621,11 @@ NOTE_FIXED_DELAY = "each later run is due one interval after the run before it c
 #: How many decisions :func:`forecast` may take per run it is asked for, so that a
 #: schedule whose decisions send nothing (catch-up ``none``) still ends the search.
 _FORECAST_STEPS = 4
+#: How many occurrences on the schedule's calendars :func:`forecast` looks past in all:
+#: a week of an every-minute schedule.
+FORECAST_EXCLUDED = 10_080
+#: Why a forecast stops when its calendars exclude every occurrence it looked at.
+NOTE_EXCLUDED = f"the next {FORECAST_EXCLUDED:,} occurrences looked at fall on its calendars"
 
 
 def forecast(state: State, nextrun: datetime | None, now: datetime, count: int) -> Forecast:
@@ -534,11 +643,21 @@ def forecast(state: State, nextrun: datetime | None, now: datetime, count: int) 
     """
     found: list[Upcoming] = []
     due, after_previous, end = nextrun, False, None
-    for _ in range(_FORECAST_STEPS * count + 2):
+    steps, excluded_steps = _FORECAST_STEPS * count + 2, FORECAST_EXCLUDED
+    while steps > 0:
         if due is None or len(found) >= count:
             break
         tick = max(due, now)
         plan = decide(replace(state, nextrun=due), tick, [])
+        # An occurrence on a calendar costs a step of its own budget: a week of holidays
+        # between two runs of an hourly schedule is still looked through.
+        if plan.excluded and not plan.sends:
+            excluded_steps -= 1
+            if excluded_steps <= 0:
+                end = NOTE_EXCLUDED
+                break
+        else:
+            steps -= 1
         for send in plan.sends:
             found.append(
                 Upcoming(
@@ -657,11 +776,57 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class Thresholds:
+    """The app's alert thresholds (``bridge_default_alert_after``,
+    ``bridge_default_recover_after``), which a schedule's own policies override."""
+
+    alert_after: int = 1
+    recover_after: int = 1
+
+
+@dataclass(frozen=True)
+class Streaks:
+    """How a schedule's runs have been going: its failures in a row, and whether (since
+    when) it is failing, with its successes in a row since it began to."""
+
+    failures: int
+    successes: int
+    failing_since: datetime | None
+
+
+def streaks_after(state: State, failed: bool, at: datetime, thresholds: Thresholds) -> Streaks:
+    """A schedule's streaks after an occurrence failed for good (``failed``) or succeeded
+    at ``at``.
+
+    It is failing from its ``alert_after``-th failure in a row, and recovers at
+    its ``recover_after``-th success in a row: a flaky schedule that fails now and
+    then never reaches the first, and one that recovers does not flap back on
+    its next failure before the second. Successes are counted only while it is
+    failing, so a schedule that keeps succeeding writes nothing.
+    """
+    policies = state.policies
+    alert_after = policies.alert_after or thresholds.alert_after
+    recover_after = policies.recover_after or thresholds.recover_after
+    if failed:
+        failures = state.failure_streak + 1
+        since = state.failing_since
+        if since is None and failures >= alert_after:
+            since = at
+        return Streaks(failures, 0, since)
+    if state.failing_since is None:
+        return Streaks(0, 0, None)
+    successes = state.success_streak + 1
+    if successes >= recover_after:
+        return Streaks(0, 0, None)
+    return Streaks(0, successes, state.failing_since)
+
+
+@dataclass(frozen=True)
 class Settlement:
     """Changes to a schedule after one of its runs ended (None: leave the column)."""
 
     retry: tuple[datetime, int, datetime] | None = None
-    failure_streak: int | None = None
+    streaks: Streaks | None = None
     broken_note: str | None = None
     next_occurrence: datetime | None = None
     #: Wake beat now: a held occurrence may start.
@@ -672,7 +837,9 @@ class Settlement:
     expired: bool = False
 
 
-def settle(state: State, outcome: Outcome, is_latest: bool, now: datetime) -> Settlement:
+def settle(
+    state: State, outcome: Outcome, is_latest: bool, now: datetime, thresholds: Thresholds
+) -> Settlement:
     """What a final status does to the schedule.
 
     A failed attempt with attempts left owes a retry after the backoff (one
@@ -681,15 +848,18 @@ def settle(state: State, outcome: Outcome, is_latest: bool, now: datetime) -> Se
     success resets it; REVOKED does neither. Manual and backfill runs change
     nothing but may free a held occurrence. ``is_latest`` says the run is the
     schedule's latest one, whose end starts a fixed delay's interval. A run
-    whose message expired is counted, whatever its trigger.
+    whose message expired is counted, whatever its trigger. Whether the schedule
+    is failing follows :func:`streaks_after` with ``thresholds`` (the app's).
     """
-    result = _settle(state, outcome, is_latest, now)
+    result = _settle(state, outcome, is_latest, now, thresholds)
     if outcome.status is RunStatus.REVOKED and outcome.error == EXPIRED:
         result = replace(result, expired=True)
     return result
 
 
-def _settle(state: State, outcome: Outcome, is_latest: bool, now: datetime) -> Settlement:
+def _settle(
+    state: State, outcome: Outcome, is_latest: bool, now: datetime, thresholds: Thresholds
+) -> Settlement:
     wake = state.held is not None or _owes_work(state, now)
     if outcome.trigger not in SCHEDULED_TRIGGERS or outcome.plan_time is None:
         return Settlement(wake=wake)
@@ -701,20 +871,22 @@ def _settle(state: State, outcome: Outcome, is_latest: bool, now: datetime) -> S
         if outcome.attempt < policies.max_attempts and free:
             retry_at = outcome.finished_at + policies.retry_delay(outcome.attempt)
             return Settlement(retry=(outcome.plan_time, outcome.attempt + 1, retry_at), wake=wake)
-        streak = state.failure_streak + 1
+        streaks = streaks_after(state, True, outcome.finished_at, thresholds)
+        streak = streaks.failures
         note = None
         if policies.max_failures is not None and streak >= policies.max_failures:
             last_error = (outcome.error or outcome.status.value).splitlines()[0]
             note = f"broken: {streak} consecutive failed runs; last error: {last_error}"
         return replace(
             _after_completion(state, outcome, is_latest),
-            failure_streak=streak,
+            streaks=streaks,
             broken_note=note,
             wake=wake,
         )
+    succeeded = outcome.status is RunStatus.SUCCESS
     return replace(
         _after_completion(state, outcome, is_latest),
-        failure_streak=0 if outcome.status is RunStatus.SUCCESS else None,
+        streaks=streaks_after(state, False, outcome.finished_at, thresholds) if succeeded else None,
         wake=wake,
     )
 

@@ -15,9 +15,11 @@ from datetime import datetime
 from typing import Any
 
 from bridge.errors import ValidationError
+from bridge.rules.calendars import require_known
+from bridge.rules.canvas import Canvas, parse_canvas
 from bridge.rules.decisions import within_bounds
+from bridge.rules.options import check_options
 from bridge.rules.policy import Policies
-from bridge.rules.runs import check_options
 from bridge.rules.timers import Timer, TimerSyntaxError, UnknownTimezone, load_zone, parse_timer
 from bridge.rules.values import CLEAN_TEXT, clean_text, dumps, json_input, json_value, text_problem
 
@@ -222,6 +224,8 @@ class Definition:
     kwargs: str
     options: str
     policies: Policies
+    #: A canvas it sends instead of one task (its stored form; None: the task alone).
+    signature: str | None = None
 
     def new_row(
         self,
@@ -252,8 +256,10 @@ class Definition:
             "total_run_count": 0,
             "skipped_count": 0,
             "missed_count": 0,
+            "excluded_count": 0,
             "expired_count": 0,
             "failure_streak": 0,
+            "success_streak": 0,
         }
 
     def columns(self) -> dict[str, Any]:
@@ -265,6 +271,7 @@ class Definition:
             "args": self.args,
             "kwargs": self.kwargs,
             "options": self.options,
+            "signature": self.signature,
             **self.policies.columns(),
         }
 
@@ -314,16 +321,32 @@ def build_definition(
     policies: Mapping[str, Any] | None = None,
     base: Policies | None = None,
     known_tasks: Collection[str] | None = None,
+    known_calendars: Collection[str] | None = None,
+    signature: Any = None,
 ) -> tuple[Definition, Timer]:
     """Check every field and return the normalised definition with its parsed timer.
 
     ``policies`` are the policy keywords given (see :class:`~bridge.rules.policy.PolicyFields`),
-    applied on top of ``base`` (a new schedule's defaults when None).
+    applied on top of ``base`` (a new schedule's defaults when None). ``known_tasks`` and
+    ``known_calendars``, when given, are what the task and ``skip_calendars`` may name.
+
+    A ``signature`` (a canvas in Celery's JSON form) is sent instead of the task: the
+    task is then its first task's name, and ``args`` and ``kwargs`` must be empty (each
+    of its tasks carries its own); ``options`` are defaults for each of its tasks.
     """
     zone = check_timezone(timezone)
     parsed = check_timer(timer, zone, anchor)
+    canvas = None if signature is None else check_canvas(signature, known_tasks)
+    if canvas is not None:
+        task = _canvas_task(task, canvas)
+        for field, given in (("args", args), ("kwargs", kwargs)):
+            if given not in (None, (), [], {}, "[]", "{}", ""):
+                raise ValidationError(
+                    field, given, "none with a signature: each of its tasks carries its own"
+                )
     definition = Definition(
         task=check_task(task, known_tasks),
+        signature=None if canvas is None else canvas.text,
         timer=parsed.text,
         timezone=zone,
         args=dumps(
@@ -337,7 +360,35 @@ def build_definition(
         options=dumps(check_options(json_input("options", options or {}, dict, "a JSON object"))),
         policies=Policies.build(policies or {}, base),
     )
+    if known_calendars is not None:
+        require_known(definition.policies.skip_calendars, known_calendars)
     return definition, parsed
+
+
+def check_canvas(value: Any, known: Collection[str] | None) -> Canvas:
+    """A canvas checked (:func:`~bridge.rules.canvas.parse_canvas`), each of its tasks one
+    registered in the app when ``known`` is given."""
+    canvas = parse_canvas(value)
+    if known is not None:
+        for name in canvas.tasks:
+            if name not in known:
+                raise ValidationError(
+                    "signature",
+                    name,
+                    "a canvas whose every task is registered in the app (allow one that "
+                    "only the workers import with --allow-unknown-task / "
+                    "allow_unknown_task=True)",
+                )
+    return canvas
+
+
+def _canvas_task(task: Any, canvas: Canvas) -> Any:
+    """The task a schedule sending ``canvas`` names: its first task's, or the same one."""
+    if task is None or task == canvas.tasks[0]:
+        return canvas.tasks[0]
+    raise ValidationError(
+        "task", task, f"none with a signature, or its first task ({canvas.tasks[0]!r})"
+    )
 
 
 def with_queue(options: Mapping[str, Any] | str | None, queue: Any) -> Any:

@@ -25,10 +25,12 @@ TIMING_COLUMNS = ("timer", "timezone", "anchor", "start_at", "end_at")
 MOVING_COLUMNS = ("remaining",)
 
 #: What a schedule forgets when it is resumed or its definition replaced: it
-#: is not broken, has no failure streak, and nothing is held or owed.
+#: is not broken, has no failure streak, is not failing, and nothing is held or owed.
 FRESH_STATE: Mapping[str, Any] = {
     "broken": False,
     "failure_streak": 0,
+    "failing_since": None,
+    "success_streak": 0,
     "held": None,
     "retry_plan": None,
     "retry_attempt": None,

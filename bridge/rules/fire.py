@@ -10,13 +10,15 @@ takes it out of rotation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from bridge.errors import BridgeError
+from bridge.rules.calendars import Calendar, calendars_named
 from bridge.rules.decisions import (
+    BUFFER_LIMIT,
     CATCHUP_PER_TICK,
     OpenRun,
     Plan,
@@ -62,6 +64,8 @@ class ScheduleRow(Protocol):
     @property
     def options(self) -> str: ...
     @property
+    def signature(self) -> str | None: ...
+    @property
     def timer(self) -> str: ...
     @property
     def timezone(self) -> str: ...
@@ -82,6 +86,10 @@ class ScheduleRow(Protocol):
     @property
     def failure_streak(self) -> int: ...
     @property
+    def success_streak(self) -> int: ...
+    @property
+    def failing_since(self) -> datetime | None: ...
+    @property
     def start_at(self) -> datetime | None: ...
     @property
     def end_at(self) -> datetime | None: ...
@@ -93,13 +101,22 @@ class ScheduleRow(Protocol):
     def catchup(self) -> str | None: ...
 
 
-def state_of(row: ScheduleRow) -> State:
+#: Calendars by name, as beat and the API read them from the store.
+Calendars = Mapping[str, Calendar]
+
+
+def state_of(row: ScheduleRow, calendars: Calendars | None = None) -> State:
     """The decision state of a row; a bad row raises ValidationError naming the field.
 
+    ``calendars`` hold at least those the row skips (its ``skip_calendars``); one
+    missing (removed with SQL, since ``calendar rm`` refuses one in use) is a bad row.
+    Without them (None) the state has none: what settles a run decides no occurrence.
     A row written with ``nextrun`` only (straight into the table) waits for
     the first occurrence at or after it.
     """
     timer = check_timer(row.timer, stored_timezone(row.timezone), row.anchor)
+    policies = Policies.from_columns(row)
+    skipped = () if calendars is None else calendars_named(policies.skip_calendars, calendars)
     next_occurrence = row.next_occurrence
     if next_occurrence is None and row.nextrun is not None and row.retry_at is None:
         next_occurrence = first_at_or_after(timer, row.nextrun)
@@ -109,14 +126,17 @@ def state_of(row: ScheduleRow) -> State:
     return State(
         schedule_id=row.id,
         timer=timer,
-        policies=Policies.from_columns(row),
+        policies=policies,
         next_occurrence=next_occurrence,
         held=row.held,
         retry_plan=row.retry_plan,
         retry_attempt=row.retry_attempt,
         retry_at=row.retry_at,
         failure_streak=row.failure_streak,
+        success_streak=row.success_streak,
+        failing_since=row.failing_since,
         nextrun=row.nextrun,
+        calendars=skipped,
     )
 
 
@@ -236,15 +256,31 @@ class Fire:
         """
         return expires_at(self.payload, sent, self.policies.expiry(sent, self.following))
 
-    def envelope(self, send: Send, run_id: str, expires: datetime | None) -> Envelope:
-        """What the message of one of its runs says of the run."""
-        return Envelope(run_id, self.row.id, self.row.name, send.plan_time, send.trigger, expires)
+    def envelope(
+        self,
+        send: Send,
+        run_id: str,
+        expires: datetime | None,
+        trace: tuple[tuple[str, str], ...] = (),
+    ) -> Envelope:
+        """What the message of one of its runs says of the run (``trace``: its span's
+        headers)."""
+        return Envelope(
+            run_id, self.row.id, self.row.name, send.plan_time, send.trigger, expires, trace
+        )
 
     def records(self, now: datetime) -> list[dict[str, Any]]:
         """The ``task_execution`` rows of the runs to send, ``PENDING``."""
         return [
             new_run(
-                self.row.id, self.row.task, send.plan_time, send.trigger, now, run_id, send.attempt
+                self.row.id,
+                self.row.task,
+                send.plan_time,
+                send.trigger,
+                now,
+                run_id,
+                send.attempt,
+                self.payload.ends,
             )
             for send, run_id in zip(self.plan.sends, self.run_ids, strict=True)
         ]
@@ -255,9 +291,12 @@ def prepare(
     live: Sequence[OpenRun],
     now: datetime,
     catchup_limit: int = CATCHUP_PER_TICK,
+    calendars: Calendars | None = None,
+    buffer_limit: int = BUFFER_LIMIT,
 ) -> Fire:
     """Decide what to send for a claimed row whose open runs still expected to end are ``live``
-    (catch-up ``all``: at most ``catchup_limit`` of its overdue occurrences).
+    (catch-up ``all``: at most ``catchup_limit`` of its overdue occurrences), with the
+    ``calendars`` it may skip and the most occurrences overlap ``buffer_all`` queues.
 
     Runs recorded by a fire of this row that did not finish (a crash, a
     broker failure, a lost mark) are this fire's own work, not overlap: they
@@ -265,8 +304,8 @@ def prepare(
     for a row that cannot be used.
     """
     try:
-        state = state_of(row)
-        payload = Payload.decode(row.task, row.args, row.kwargs, row.options)
+        state = replace(state_of(row, calendars), buffer_limit=buffer_limit)
+        payload = Payload.decode(row.task, row.args, row.kwargs, row.options, row.signature)
     except ValueError as exc:  # a refused timer, zone, policy or JSON column
         raise RowRefused(str(exc)) from None
     own = [run for run in live if recorded_by_unfinished_fire(state, run)]

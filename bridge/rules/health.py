@@ -21,8 +21,9 @@ that they never disagree. The states, most pressing first:
     unstarted still counts, so that a stopped worker makes its schedules late
     even when each run expires at the next occurrence);
 ``failing``
-    its latest occurrences failed (``failure_streak`` at least 1), and the
-    breaker has not tripped;
+    from its ``alert_after``-th failed occurrence in a row (``failing_since``)
+    until its ``recover_after``-th successful run in a row, and the breaker
+    has not tripped;
 ``running``
     a worker has one of its runs;
 ``new``
@@ -97,13 +98,16 @@ class Watched:
     nextrun: datetime | None
     failure_streak: int
     last_run_at: datetime | None
-    last_failure_at: datetime | None
     #: The schedule's grace and max runtime, its own or the app's (None: no limit).
     grace: timedelta
     max_runtime: timedelta | None
     open_runs: Sequence[OpenRunView] = ()
     #: When a run of the schedule last started (recently; None: not known).
     last_started: datetime | None = None
+    #: Since when it is failing (its ``alert_after``-th failure in a row), and its
+    #: successes in a row since; None and 0 while it is not.
+    failing_since: datetime | None = None
+    success_streak: int = 0
 
 
 @dataclass(frozen=True)
@@ -139,12 +143,25 @@ def watched(
         nextrun=value("nextrun"),
         failure_streak=value("failure_streak"),
         last_run_at=value("last_run_at"),
-        last_failure_at=value("last_failure_at"),
+        failing_since=value("failing_since"),
+        success_streak=value("success_streak"),
         grace=timedelta(seconds=grace),
         max_runtime=None if max_runtime is None else timedelta(seconds=max_runtime),
         open_runs=tuple(open_runs),
         last_started=last_started,
     )
+
+
+def _failing_reason(watched: Watched) -> str:
+    """Why a failing schedule is failing: its failures in a row, or, while it recovers, the
+    successes it has had since (not yet its ``recover_after``)."""
+    count = watched.failure_streak
+    if count:
+        return f"its last {count} occurrence{'s' if count > 1 else ''} failed"
+    good = watched.success_streak
+    if not good:
+        return "it failed"
+    return f"it failed, and has succeeded {good} time{'s' if good > 1 else ''} in a row since"
 
 
 def health_of(watched: Watched, now: datetime) -> State:
@@ -161,13 +178,8 @@ def health_of(watched: Watched, now: datetime) -> State:
     late = _late(watched, now)
     if late is not None:
         return late
-    if watched.failure_streak > 0:
-        count = watched.failure_streak
-        return State(
-            Health.FAILING,
-            watched.last_failure_at,
-            f"its last {count} occurrence{'s' if count > 1 else ''} failed",
-        )
+    if watched.failing_since is not None:
+        return State(Health.FAILING, watched.failing_since, _failing_reason(watched))
     held = [run for run in watched.open_runs if run.status in HELD_BY_WORKER]
     open_runs = [run for run in watched.open_runs if run.status in NON_FINAL]
     if held:

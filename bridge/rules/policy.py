@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict
 
 from bridge.errors import ValidationError
+from bridge.rules.calendars import check_skipped, names_text
 from bridge.rules.timers import TimerSyntaxError, format_duration, parse_duration
 from bridge.rules.values import (
     INT_MAX,
@@ -42,8 +43,20 @@ class Overlap(enum.StrEnum):
     ALLOW = "allow"
     #: Hold one occurrence and start it when the running one finishes.
     BUFFER_ONE = "buffer_one"
-    #: Revoke (terminate) the running run and start the new one.
+    #: Queue every occurrence (up to ``bridge_buffer_limit``) and start them one after
+    #: another, each when the run before it finishes.
+    BUFFER_ALL = "buffer_all"
+    #: Revoke the open run (terminating it, as ``replace_with`` says) and start the new one.
     REPLACE = "replace"
+
+
+class ReplaceWith(enum.StrEnum):
+    """How overlap ``replace`` ends the open runs."""
+
+    #: Revoke them and terminate those already executing (SIGTERM).
+    TERMINATE = "terminate"
+    #: Revoke those not started yet; one already executing finishes beside the new run.
+    REVOKE = "revoke"
 
 
 class Catchup(enum.StrEnum):
@@ -80,6 +93,7 @@ class PolicyFields(TypedDict, total=False):
     """The policy keywords the API, the CLI and ``beat_schedule`` accept."""
 
     overlap: str
+    replace_with: str
     catchup: str
     catchup_window: str | float | timedelta | None
     jitter: str | float | timedelta | None
@@ -93,8 +107,11 @@ class PolicyFields(TypedDict, total=False):
     grace: str | float | timedelta | None
     max_runtime: str | float | timedelta | None
     on_overrun: str
+    alert_after: int | str | None
+    recover_after: int | str | None
     keep_runs: int | str | None
     keep_days: int | str | None
+    skip_calendars: str | list[str] | tuple[str, ...] | None
 
 
 @dataclass(frozen=True)
@@ -157,6 +174,8 @@ class Policies:
     """Every policy of one schedule, normalised; the defaults are a new schedule's."""
 
     overlap: Overlap = Overlap.SKIP
+    #: How ``replace`` ends the open runs.
+    replace_with: ReplaceWith = ReplaceWith.TERMINATE
     catchup: Catchup = Catchup.LATEST
     #: Occurrences older than this when beat comes to them are missed; None: no limit.
     catchup_window: timedelta | None = None
@@ -178,11 +197,20 @@ class Policies:
     #: How long a run may go before it overruns; None: ``bridge_default_max_runtime``.
     max_runtime: timedelta | None = None
     on_overrun: OnOverrun = OnOverrun.NONE
+    #: Failed occurrences in a row before the schedule is failing and its ``failing``
+    #: incident opens; None: the app's ``bridge_default_alert_after``.
+    alert_after: int | None = None
+    #: Successful runs in a row before a failing schedule recovers and its incident
+    #: closes; None: the app's ``bridge_default_recover_after``.
+    recover_after: int | None = None
     #: Final runs kept: the latest this many (0: all); None: ``bridge_history_keep_runs``.
     keep_runs: int | None = None
     #: Final runs kept: those planned in the last this many days (0: all); None: the
     #: app's ``bridge_history_keep_days``.
     keep_days: int | None = None
+    #: The calendars whose days and times the schedule's occurrences are not sent on
+    #: (:mod:`bridge.rules.calendars`), by name.
+    skip_calendars: tuple[str, ...] = ()
 
     @classmethod
     def build(cls, given: Mapping[str, Any], base: Policies | None = None) -> Policies:
@@ -233,6 +261,8 @@ class Policies:
                 value = value.text
             elif isinstance(value, enum.Enum):
                 value = value.value
+            elif isinstance(value, tuple):
+                value = list(value)
             out[field.name] = value
         return out
 
@@ -407,6 +437,7 @@ def _backoff_text(value: Backoff) -> str:
 #: checks and the columns come from.
 _TABLE = (
     _Policy("overlap", "overlap", _choice("overlap", Overlap), _enum_value),
+    _Policy("replace_with", "replace_with", _choice("replace_with", ReplaceWith), _enum_value),
     _Policy("catchup", "catchup", _choice("catchup", Catchup), _enum_value),
     _Policy(
         "catchup_window",
@@ -425,12 +456,15 @@ _TABLE = (
     _Policy("grace", "grace", _duration("grace", optional=True), _total_seconds),
     _Policy("max_runtime", "max_runtime", _duration("max_runtime", optional=True), _total_seconds),
     _Policy("on_overrun", "on_overrun", _choice("on_overrun", OnOverrun), _enum_value),
+    _Policy("alert_after", "alert_after", _count("alert_after", optional=True)),
+    _Policy("recover_after", "recover_after", _count("recover_after", optional=True)),
     _Policy("keep_runs", "keep_runs", _count("keep_runs", True, 0, " (0: every run)")),
     _Policy(
         "keep_days",
         "keep_days",
         _count("keep_days", True, 0, " (0: any age)", LONGEST.days),
     ),
+    _Policy("skip_calendars", "skip_calendars", check_skipped, names_text),
 )
 _BY_NAME = {policy.name: policy for policy in _TABLE}
 #: The policy keywords, in the order the CLI lists them (:class:`PolicyFields` types them).

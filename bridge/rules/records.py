@@ -26,6 +26,8 @@ NOT_STARTED = frozenset({RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED, 
 #: look unstarted. A run RECEIVED again (the broker redelivered it) now belongs
 #: to the worker that has it.
 NOT_RECEIVED = frozenset({RunStatus.PENDING, RunStatus.SENT, RunStatus.RECEIVED})
+#: A run under way: a later task of its canvas moves it on to the worker that runs that task.
+ON_ITS_WAY = frozenset({RunStatus.STARTED})
 
 
 class Answer(Protocol):
@@ -55,6 +57,9 @@ class Change:
     external_task: str | None = None
     #: Given once the change is written, for a maker that waits for it.
     reply: Answer | None = None
+    #: A success of one of the tasks that end a canvas: the run ends ``SUCCESS`` with the
+    #: last of them (see :mod:`bridge.rules.canvas`).
+    part: bool = False
 
     @property
     def key(self) -> str:
@@ -79,7 +84,8 @@ class Change:
 class Effects:
     """What a batch of changes does to the runs it names, locked as they were read."""
 
-    #: The runs as read: status, schedule, trigger, plan time, attempt, queued_at.
+    #: The runs as read: status, schedule, trigger, plan time, attempt, queued_at, started_at
+    #: and canvas_left.
     runs: Mapping[str, Any]
     #: Per run that changed, the columns to set: its changes merged, the last one winning.
     values: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -89,6 +95,8 @@ class Effects:
     ended: list[str] = field(default_factory=list)
     #: The answers owed to the makers of changes that wait for one.
     replies: list[tuple[Answer, bool]] = field(default_factory=list)
+    #: Per run of a canvas, how many of the tasks that end it have yet to succeed.
+    left: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def of(cls, changes: Sequence[Change], runs: Mapping[str, Any]) -> Effects:
@@ -108,13 +116,35 @@ class Effects:
             if run is None or not applies:
                 continue
             values = effects.values.setdefault(change.run_id, {})
+            if change.part and effects._one_part_less(change, run, values):
+                continue
             if change.queued and run.queued_at is None and "queued_at" not in values:
                 values["queued_at"] = change.at
             values.update(change.values, status=change.status.value, updated_at=change.at)
+            if change.status.is_final and run.canvas_left is not None:
+                # A canvas's run lasts from its first task's start to its end, whichever
+                # task ended it; the worker that saw the end did not see the start.
+                started = values.get("started_at", run.started_at)
+                ended = values.get("finished_at", change.at)
+                values.setdefault("runtime", None if started is None else _seconds(started, ended))
             effects.status[change.run_id] = change.status
             if change.status.is_final:
                 effects.ended.append(change.run_id)
         return effects
+
+    def _one_part_less(self, change: Change, run: Any, values: dict[str, Any]) -> bool:
+        """Count a success of one of the tasks that end a canvas; True while others remain
+        (the run is then left open), False when it was the last."""
+        left = self.left.get(change.run_id, run.canvas_left)
+        if left is None or left <= 1:
+            if left is not None:
+                values["canvas_left"] = 0
+            return False
+        self.left[change.run_id] = values["canvas_left"] = left - 1
+        values["updated_at"] = change.at
+        # Between its tasks a canvas is on no worker: the one that ran this task may go.
+        values["worker"] = None
+        return True
 
     def outcome(self, run_id: str) -> Outcome:
         """The end of a run the batch made final, for its schedule's settlement."""
@@ -122,3 +152,7 @@ class Effects:
         columns = ("trigger", "plan_time", "attempt")
         ended = {"finished_at": None, "error": None, "runtime": None, **self.values[run_id]}
         return Outcome.of({**{name: getattr(run, name) for name in columns}, **ended})
+
+
+def _seconds(start: datetime, end: datetime) -> float:
+    return max(0.0, (end - start).total_seconds())

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from bridge.errors import ValidationError
+from bridge.rules.canvas import Canvas, stored_canvas
 from bridge.rules.kinds import RunStatus, Trigger
-from bridge.rules.values import LONGEST, json_value, seconds
+from bridge.rules.options import check_options
+from bridge.rules.values import json_value
 
 #: Namespace of the deterministic run ids: one id per (schedule, plan time, attempt).
 RUN_ID_NAMESPACE = uuid.UUID("6f0b7c2e-5d1a-4c1e-9a8e-2b6f3c1d9e47")
@@ -76,9 +76,12 @@ class Envelope:
     plan_time: datetime
     trigger: Trigger
     expires: datetime | None = None
+    #: The headers of the run's span (W3C ``traceparent``), when beat traces its runs.
+    trace: tuple[tuple[str, str], ...] = ()
 
     def headers(self) -> dict[str, Any]:
         return {
+            **dict(self.trace),
             HEADER_SCHEDULE: self.schedule_name,
             HEADER_SCHEDULE_ID: self.schedule_id,
             HEADER_PLAN_TIME: self.plan_time.isoformat(),
@@ -94,55 +97,26 @@ class Payload:
     args: list[Any]
     kwargs: dict[str, Any]
     options: dict[str, Any]
+    #: The canvas sent instead of the task alone (None: the task alone).
+    canvas: Canvas | None = None
 
     @classmethod
-    def decode(cls, task: str, args: str, kwargs: str, options: str) -> Payload:
+    def decode(
+        cls, task: str, args: str, kwargs: str, options: str, signature: str | None = None
+    ) -> Payload:
         """Parse the JSON columns of a row; raises :class:`ValidationError` on bad content."""
         return cls(
             task=task,
             args=json_value("args", args, list, "a JSON list"),
             kwargs=json_value("kwargs", kwargs, dict, "a JSON object"),
             options=check_options(json_value("options", options, dict, "a JSON object")),
+            canvas=None if signature is None else stored_canvas(signature),
         )
 
-
-def _is_seconds(value: Any) -> bool:
-    try:
-        seconds("", value)
-    except ValidationError:
-        return False
-    return True
-
-
-#: What each option's value must be, so that a bad value is refused when the
-#: schedule is written rather than when beat tries to send it.
-_SECONDS = f"a number of seconds from 0 to {int(LONGEST.total_seconds())}"
-_OPTION_CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "queue": (lambda v: isinstance(v, str) and bool(v.strip()), "a queue name"),
-    "routing_key": (lambda v: isinstance(v, str), "a text"),
-    "exchange": (lambda v: isinstance(v, str), "an exchange name"),
-    "priority": (
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255,
-        "a whole number from 0 to 255",
-    ),
-    "expires": (_is_seconds, _SECONDS),
-    "headers": (lambda v: isinstance(v, dict), "a JSON object"),
-    "time_limit": (_is_seconds, _SECONDS),
-    "soft_time_limit": (_is_seconds, _SECONDS),
-    "ignore_result": (lambda v: isinstance(v, bool), "true or false"),
-}
-ALLOWED_OPTIONS = frozenset(_OPTION_CHECKS)
-
-
-def check_options(options: dict[str, Any]) -> dict[str, Any]:
-    """Refuse unknown ``apply_async`` options and values of the wrong kind."""
-    for key, value in options.items():
-        if key not in _OPTION_CHECKS:
-            raise ValidationError("options", key, f"one of {', '.join(sorted(ALLOWED_OPTIONS))}")
-        accepts, expected = _OPTION_CHECKS[key]
-        if not accepts(value):
-            raise ValidationError(f"options.{key}", value, expected)
-    return options
+    @property
+    def ends(self) -> int | None:
+        """How many of its tasks' successes end a run of it (None: one task's)."""
+        return None if self.canvas is None else self.canvas.ends
 
 
 def new_run(
@@ -153,8 +127,10 @@ def new_run(
     now: datetime,
     run_id: str | None = None,
     attempt: int = 1,
+    ends: int | None = None,
 ) -> dict[str, Any]:
-    """The ``task_execution`` row of a run about to be sent."""
+    """The ``task_execution`` row of a run about to be sent (``ends``: of a canvas, how many
+    of its tasks' successes end it)."""
     return {
         "id": run_id or run_id_for(schedule_id, plan_time, attempt),
         "periodic_task_id": schedule_id,
@@ -164,6 +140,7 @@ def new_run(
         "trigger": trigger.value,
         "status": RunStatus.PENDING.value,
         "updated_at": now,
+        "canvas_left": ends,
     }
 
 

@@ -270,9 +270,11 @@ def answerable(value: Any) -> Any:
     return value
 
 
-def json_or_text(text: str) -> Any:
+def json_or_text(text: str | None) -> Any:
     """A stored JSON column for display: decoded, or the raw text when it is malformed
-    (written straight into the table), so that the row can still be shown."""
+    (written straight into the table), so that the row can still be shown (None: not set)."""
+    if text is None:
+        return None
     try:
         return json.loads(text)
     except ValueError:

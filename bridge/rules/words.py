@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from bridge.rules.policy import Catchup, OnOverrun, Overlap, Policies
+from bridge.rules.policy import Catchup, OnOverrun, Overlap, Policies, ReplaceWith
 from bridge.rules.timers import CronTimer, IntervalTimer, OneShotTimer, Timer
 
 _DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
@@ -138,7 +138,14 @@ def policy_words(policies: Policies) -> list[str]:
         Overlap.SKIP: "An occurrence due while a run is still open is skipped (and counted).",
         Overlap.ALLOW: "An occurrence due while a run is still open runs beside it.",
         Overlap.BUFFER_ONE: "One occurrence due while a run is open waits and starts when it ends.",
-        Overlap.REPLACE: "An occurrence due while a run is open revokes that run and starts.",
+        Overlap.BUFFER_ALL: "Every occurrence due while a run is open waits its turn, oldest first"
+        " (up to bridge_buffer_limit; the rest are skipped and counted).",
+        Overlap.REPLACE: (
+            "An occurrence due while a run is open revokes that run and starts."
+            if policies.replace_with is ReplaceWith.TERMINATE
+            else "An occurrence due while a run is open revokes it if it has not started"
+            " (a started one finishes beside it) and starts."
+        ),
     }[policies.overlap]
     window = (
         ""
@@ -159,6 +166,12 @@ def policy_words(policies: Policies) -> list[str]:
         sentences.append(f"No occurrence after {policies.end:%Y-%m-%d %H:%M} UTC.")
     if policies.remaining is not None:
         sentences.append(f"{policies.remaining} scheduled run(s) left.")
+    if policies.skip_calendars:
+        sentences.append(
+            "No occurrence on the calendar(s) "
+            + ", ".join(policies.skip_calendars)
+            + " (each counted as excluded)."
+        )
     if policies.max_failures is not None:
         sentences.append(f"Breaks after {policies.max_failures} failed occurrences in a row.")
     if policies.max_attempts > 1:
@@ -183,6 +196,10 @@ def policy_words(policies: Policies) -> list[str]:
             OnOverrun.TERMINATE: "; it is then terminated",
         }[policies.on_overrun]
         sentences.append(f"A run overruns after {duration_words(policies.max_runtime)}{action}.")
+    if policies.alert_after is not None:
+        sentences.append(f"Failing, and alerted, after {policies.alert_after} failures in a row.")
+    if policies.recover_after is not None:
+        sentences.append(f"Recovers after {policies.recover_after} successes in a row.")
     if policies.keep_runs is not None or policies.keep_days is not None:
         kept = []
         if policies.keep_runs is not None:

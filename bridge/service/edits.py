@@ -16,6 +16,7 @@ from typing import Any
 
 from bridge.errors import DuplicateSchedule
 from bridge.rules.audit import difference, snapshot
+from bridge.service.calendars import hold_skipped
 from bridge.storage import schedules
 from bridge.storage.audit import Change, log
 from bridge.storage.database import Database, UniqueViolation
@@ -40,6 +41,7 @@ class Edits:
         """Create a schedule; :class:`DuplicateSchedule` if its name is taken."""
         try:
             with self.database.session() as session:
+                hold_skipped(session, values.get("skip_calendars"))
                 row = schedules.add(session, values, labels)
                 after = snapshot(row, labels)
                 log(session, change, row.updated_at, row.id, row.name, after=after)
@@ -62,6 +64,8 @@ class Edits:
             before = snapshot(row, row.labels)
             editing = Editing(row, row.labels)
             yield editing
+            if row.skip_calendars and row.skip_calendars != before.get("skip_calendars"):
+                hold_skipped(session, row.skip_calendars)
             if editing.labels != row.labels:
                 row.labels = editing.labels
             old, new = difference(before, snapshot(row, editing.labels))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from bridge.rules.decisions import Plan
+from bridge.rules.decisions import Plan, Thresholds
 from bridge.rules.fire import ScheduleRow
 from bridge.service.settlement import CLAIMED_READ, PLAN_COLUMNS, apply_plan
 from bridge.storage import runs
@@ -60,8 +60,11 @@ class Firing:
     """Beat's fire sequence against one database: the advance, and the gateway for the
     phases that decide nothing in the store (claim, record, mark sent, release)."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, thresholds: Thresholds) -> None:
         self.store = BeatStore(database)
+        #: The app's alert thresholds, which a run already ended when its row advances
+        #: is settled with.
+        self.thresholds = thresholds
 
     @property
     def database(self) -> Database:
@@ -89,7 +92,16 @@ class Firing:
                     done.lost.append(step.claimed.id)
                     continue
                 last_status = last.get(step.sent[-1]) if step.sent else None
-                apply_plan(session, row, step.claimed, step.plan, step.sent, now, last_status)
+                apply_plan(
+                    session,
+                    row,
+                    step.claimed,
+                    step.plan,
+                    step.sent,
+                    now,
+                    self.thresholds,
+                    last_status,
+                )
                 if not row.enabled:
                     done.finished[row.id] = row.note
             write_rows(

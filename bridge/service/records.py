@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+from bridge.rules.decisions import Thresholds
 from bridge.rules.kinds import RunStatus
 from bridge.rules.records import Change, Effects
 from bridge.service.settlement import SETTLE_COLUMNS, settle_run
@@ -30,8 +31,10 @@ _SHOWN = ("last_status", *SETTLE_COLUMNS)
 class Recording:
     """Run records written for the workers of one database."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, thresholds: Thresholds) -> None:
         self.database = database
+        #: The app's alert thresholds, which settling a run's end applies.
+        self.thresholds = thresholds
 
     def write(self, changes: Sequence[Change]) -> None:
         """Write a batch of changes in one transaction, then answer those waited for.
@@ -47,12 +50,12 @@ class Recording:
             locked = records.lock_runs(session, [change.run_id for change in changes])
             effects = Effects.of(changes, locked)
             records.update_runs(session, effects.values)
-            _apply_to_schedules(session, effects)
+            _apply_to_schedules(session, effects, self.thresholds)
         for reply, value in effects.replies:
             reply.give(value)
 
 
-def _apply_to_schedules(session: Transaction, effects: Effects) -> None:
+def _apply_to_schedules(session: Transaction, effects: Effects, thresholds: Thresholds) -> None:
     """Show each changed run's status on its schedule, and settle the runs that ended.
 
     Either way the schedule rows are locked in one pass, in id order.
@@ -84,7 +87,6 @@ def _apply_to_schedules(session: Transaction, effects: Effects) -> None:
         if row is not None:
             # What the outcome does to the schedule: a retry, the breaker,
             # a fixed delay's next run, a held run's start.
-            settle_run(
-                session, row, run_id, effects.outcome(run_id), effects.values[run_id]["updated_at"]
-            )
+            ended_at = effects.values[run_id]["updated_at"]
+            settle_run(session, row, run_id, effects.outcome(run_id), ended_at, thresholds)
     write_changed(session, schedules, before, _SHOWN)

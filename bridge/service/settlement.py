@@ -18,7 +18,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from bridge.rules.decisions import FINISHED_NOTES, Outcome, Plan, State, advance, rest, settle
+from bridge.rules.decisions import (
+    FINISHED_NOTES,
+    Outcome,
+    Plan,
+    State,
+    Thresholds,
+    advance,
+    rest,
+    settle,
+)
 from bridge.rules.edits import TIMING_COLUMNS, retimes
 from bridge.rules.fire import ScheduleRow, state_of
 from bridge.rules.kinds import RunStatus
@@ -40,6 +49,7 @@ PLAN_COLUMNS = (
     "remaining",
     "skipped_count",
     "missed_count",
+    "excluded_count",
     "last_run_at",
     "last_run_id",
     "last_status",
@@ -64,6 +74,7 @@ def apply_plan(
     plan: Plan,
     sent: list[str],
     now: datetime,
+    thresholds: Thresholds,
     last_status: str | None = None,
 ) -> None:
     """Write a plan's outcome onto ``row`` (locked by the caller) and clear the mark.
@@ -84,7 +95,7 @@ def apply_plan(
             # A quick worker may have finished the run already: its end starts the delay.
             ended = runs.ended_run(session, sent[-1])
             if ended is not None:
-                done = settle(current, Outcome.of(ended), True, now)
+                done = settle(current, Outcome.of(ended), True, now, thresholds)
                 row.next_occurrence = done.next_occurrence
                 if done.finish_note is not None:
                     row.enabled, row.note = False, done.finish_note
@@ -100,6 +111,7 @@ def apply_plan(
         row.remaining = after.policies.remaining
     row.skipped_count += plan.skipped
     row.missed_count += plan.missed
+    row.excluded_count += plan.excluded
     if plan.skipped or plan.missed:
         tally.add(session, row.id, now, skipped=plan.skipped, missed=plan.missed)
     if plan.missed:
@@ -136,15 +148,23 @@ def _latest_scheduled(session: Transaction, row: Row, state: State) -> str | Non
     return runs.latest_scheduled(session, row.id)
 
 
-def give_up(session: Transaction, run_ids: Sequence[str], now: datetime, reason: str) -> None:
+def give_up(
+    session: Transaction,
+    run_ids: Sequence[str],
+    now: datetime,
+    reason: str,
+    thresholds: Thresholds,
+) -> None:
     """End open runs ``LOST`` with ``reason`` and settle their schedules: a lost run may
     owe a retry, count towards the breaker, free a held occurrence or start a fixed
     delay, as a failure a worker reported does."""
     ended = runs.end_runs(session, run_ids, RunStatus.LOST, now, reason)
-    settle_runs(session, [run_id for run_id, _ in ended], now)
+    settle_runs(session, [run_id for run_id, _ in ended], now, thresholds)
 
 
-def settle_runs(session: Transaction, run_ids: Sequence[str], now: datetime) -> None:
+def settle_runs(
+    session: Transaction, run_ids: Sequence[str], now: datetime, thresholds: Thresholds
+) -> None:
     """Apply the consequences of runs that have just become final to their schedules.
 
     The runs that are final are read, then their schedules' rows locked in id
@@ -167,7 +187,7 @@ def settle_runs(session: Transaction, run_ids: Sequence[str], now: datetime) -> 
     for run in sorted(ended, key=lambda run: position[run["id"]]):
         row = rows.get(run["periodic_task_id"])
         if row is not None:
-            settle_run(session, row, run["id"], Outcome.of(run), now)
+            settle_run(session, row, run["id"], Outcome.of(run), now, thresholds)
     write_changed(session, rows, before, SETTLE_COLUMNS)
 
 
@@ -179,6 +199,8 @@ SETTLE_COLUMNS = (
     "retry_attempt",
     "retry_at",
     "failure_streak",
+    "success_streak",
+    "failing_since",
     "next_occurrence",
     "broken",
     "enabled",
@@ -194,14 +216,17 @@ def settle_run(
     run_id: str,
     outcome: Outcome,
     now: datetime,
+    thresholds: Thresholds,
 ) -> None:
-    """Apply one run's final ``outcome`` to its schedule's ``row``, locked by the caller."""
+    """Apply one run's final ``outcome`` to its schedule's ``row``, locked by the caller;
+    ``thresholds`` are the app's, which the schedule's own override."""
     count_ended(session, row, outcome.status, outcome.finished_at, outcome.runtime)
     try:
         state = state_of(row)
     except ValueError:
         return  # a bad row: beat disables it with the reason when it comes due
-    result = settle(state, outcome, _latest_scheduled(session, row, state) == run_id, now)
+    latest = _latest_scheduled(session, row, state) == run_id
+    result = settle(state, outcome, latest, now, thresholds)
     if result.expired:
         row.expired_count += 1
     if result.retry is not None and (row.enabled or row.note in FINISHED_NOTES):
@@ -209,9 +234,11 @@ def settle_run(
         # comes back for the retry, and finishes again after it.
         row.retry_plan, row.retry_attempt, row.retry_at = result.retry
         row.enabled, row.note = True, None
-    if result.failure_streak is not None and result.failure_streak != row.failure_streak:
-        # Set only when it changes: a row left clean costs the transaction no update.
-        row.failure_streak = result.failure_streak
+    if result.streaks is not None:
+        # Set only when they change: a row left clean costs the transaction no update.
+        streaks = result.streaks
+        row.failure_streak, row.success_streak = streaks.failures, streaks.successes
+        row.failing_since = streaks.failing_since
     if result.next_occurrence is not None:
         row.next_occurrence = result.next_occurrence
     if result.broken_note is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from bridge.rules.decisions import Thresholds
 from bridge.service.settlement import give_up, settle_runs
 from bridge.storage.database import Database
 from bridge.storage.housekeeping import (
@@ -29,8 +30,10 @@ class Sweeps:
     """Beat's sweeps against one database, and the gateway for its heartbeats
     (:attr:`store`), which decide nothing."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, thresholds: Thresholds) -> None:
         self.store = Housekeeping(database)
+        #: The app's alert thresholds, which settling a run's end applies.
+        self.thresholds = thresholds
 
     @property
     def database(self) -> Database:
@@ -40,7 +43,8 @@ class Sweeps:
         """Mark ``lost`` LOST, each with its reason, and settle their schedules; returns them."""
         with self.database.session() as session:
             for reason in {run.reason for run in lost}:
-                give_up(session, [run.id for run in lost if run.reason == reason], now, reason)
+                ids = [run.id for run in lost if run.reason == reason]
+                give_up(session, ids, now, reason, self.thresholds)
         return list(lost)
 
     def sweep_stale(self, now: datetime, stale_after: timedelta, reason: str) -> list[LostRun]:
@@ -71,7 +75,7 @@ class Sweeps:
             expired = expire_sent(session, cutoff, now, limit)
             if not expired:
                 return []
-            settle_runs(session, [run_id for run_id, _ in expired], now)
+            settle_runs(session, [run_id for run_id, _ in expired], now, self.thresholds)
             names = names_of(session, {sid for _, sid in expired if sid is not None})
         return [
             LostRun(run_id, None if sid is None else names.get(sid), EXPIRED_UNRECEIVED)

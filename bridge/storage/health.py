@@ -35,8 +35,9 @@ WATCHED_COLUMNS = (
     "note",
     "nextrun",
     "failure_streak",
+    "failing_since",
+    "success_streak",
     "last_run_at",
-    "last_failure_at",
     "grace",
     "max_runtime",
     "on_overrun",
@@ -279,7 +280,7 @@ class HealthStore:
                 (finished_rows(), "finished"),
                 (table.enabled.is_(False), "paused"),
                 (late, "late"),
-                (table.failure_streak > 0, "failing"),
+                (table.failing_since.is_not(None), "failing"),
                 (table.last_run_at.is_(None), "new"),
                 else_="ok",
             ).label("category")
@@ -314,4 +315,4 @@ def _failing_or_broken(dialect: str) -> ColumnElement[bool]:
     model leaves out."""
     if dialect == "mysql":
         return literal_column("periodic_task.troubled") == 1
-    return or_(PeriodicTask.failure_streak > 0, PeriodicTask.broken)
+    return or_(PeriodicTask.failing_since.is_not(None), PeriodicTask.broken)

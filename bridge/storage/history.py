@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from bridge.errors import RunNotFound
 from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.database import Database
-from bridge.storage.models import PeriodicTask, ScheduleTally, TaskExecution
+from bridge.storage.models import PeriodicTask, ScheduleLabel, ScheduleTally, TaskExecution
 from bridge.storage.sql import is_postgres, plain_rows, unnested
 from bridge.storage.tally import COUNTS, hour_of
 
@@ -169,6 +169,48 @@ class HistoryStore:
                 if row.started_at is not None
             ],
         )
+
+    def gaps(
+        self, schedule_id: int, since: datetime, limit: int
+    ) -> list[tuple[datetime, int, int]]:
+        """The hours, from ``since``'s on, in which the schedule skipped or missed occurrences,
+        with how many of each, newest first (at most ``limit``): its tallies, read along
+        their key."""
+        tally = ScheduleTally
+        statement = (
+            select(tally.hour, tally.skipped, tally.missed)
+            .where(
+                tally.periodic_task_id == schedule_id,
+                tally.hour >= hour_of(since),
+                (tally.skipped > 0) | (tally.missed > 0),
+            )
+            .order_by(tally.hour.desc())
+            .limit(limit)
+        )
+        with self.database.session() as session:
+            return [(hour, skipped, missed) for hour, skipped, missed in session.execute(statement)]
+
+    def label_tallies(self, since: datetime, limit: int) -> list[tuple[str, dict[str, int]]]:
+        """Each label's runs ended since the hour ``since`` falls in, by status (the tallies
+        of its schedules summed), by label, the first ``limit`` labels with any."""
+        tally = ScheduleTally
+        ended = ("success", "failure", "revoked", "lost")
+        statement = (
+            select(
+                ScheduleLabel.label,
+                *(func.sum(tally.__table__.c[name]) for name in ended),
+            )
+            .join(tally, tally.periodic_task_id == ScheduleLabel.periodic_task_id)
+            .where(tally.hour >= hour_of(since))
+            .group_by(ScheduleLabel.label)
+            .order_by(ScheduleLabel.label)
+            .limit(limit)
+        )
+        with self.database.session() as session:
+            return [
+                (label, {name: int(count or 0) for name, count in zip(ended, counts, strict=True)})
+                for label, *counts in session.execute(statement)
+            ]
 
     def recent_statuses(
         self, schedule_ids: Sequence[int], count: int

@@ -154,12 +154,17 @@ class IncidentStore:
                 return "recovered"
             return "opened" if alerted_at is None else "repeat"
 
-    def sent(self, incident_id: int, event: str, now: datetime) -> None:
+    def sent(self, incident_id: int, event: str, now: datetime, error: str | None = None) -> None:
         """The claimed alert went out: mark it, release the claim, and count it on its
         schedule (in a transaction of its own: schedule rows are locked before incident
-        rows, never after)."""
+        rows, never after). ``error``: why some target never got it (given up on)."""
         with self.database.session() as session:
-            values: dict[str, object] = {"claimed_until": None}
+            values: dict[str, object] = {
+                "claimed_until": None,
+                "alert_attempts": 0,
+                "alert_error": error,
+                "alert_sent_to": None,
+            }
             if event == "recovered":
                 values["recovery_sent_at"] = now
             else:
@@ -181,11 +186,20 @@ class IncidentStore:
                 )
                 tally.add(session, schedule_id, now, alerts=1)
 
-    def release(self, incident_id: int) -> None:
-        """The claimed alert could not be sent: another pass may try again."""
+    def defer(self, incident_id: int, until: datetime, error: str, sent_to: str) -> None:
+        """The claimed alert was refused by a target (an alert URL, the alert task): it is
+        tried again from ``until``; the incident says why (one more attempt in a row) and
+        which targets have it."""
         with self.database.session() as session:
             session.execute(
-                update(Incident).where(Incident.id == incident_id).values(claimed_until=None)
+                update(Incident)
+                .where(Incident.id == incident_id)
+                .values(
+                    claimed_until=until,
+                    alert_attempts=Incident.alert_attempts + 1,
+                    alert_error=error,
+                    alert_sent_to=sent_to,
+                )
             )
 
     # -- operators ---------------------------------------------------------------------------
@@ -225,7 +239,7 @@ def _goes_on() -> ColumnElement[bool]:
             and_(Incident.kind == "broken", table.broken),
             and_(
                 Incident.kind == "failing",
-                or_(table.broken, and_(table.enabled, table.failure_streak > 0)),
+                or_(table.broken, and_(table.enabled, table.failing_since.is_not(None))),
             ),
         ),
     )

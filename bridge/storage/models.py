@@ -117,6 +117,8 @@ class PeriodicTask(Base):
     args: Mapped[str] = mapped_column(Text, default="[]")
     kwargs: Mapped[str] = mapped_column(Text, default="{}")
     options: Mapped[str] = mapped_column(Text, default="{}")
+    #: A Celery canvas in Celery's JSON form, sent instead of ``task`` alone (0021).
+    signature: Mapped[str | None] = mapped_column(Text, nullable=True)
     timer: Mapped[str] = mapped_column(String(200))
     timezone: Mapped[str] = mapped_column(String(64), default="UTC")
     #: Origin of an interval timer's grid (``anchor + k * interval``).
@@ -147,11 +149,19 @@ class PeriodicTask(Base):
     grace: Mapped[float | None] = mapped_column(Float, nullable=True)
     max_runtime: Mapped[float | None] = mapped_column(Float, nullable=True)
     on_overrun: Mapped[str] = mapped_column(String(16), default="none")
+    #: How overlap ``replace`` ends the open runs: ``terminate`` or ``revoke``.
+    replace_with: Mapped[str] = mapped_column(String(16), default="terminate")
+    #: Failures in a row before it is failing, successes in a row before it recovers;
+    #: NULL: the app's ``bridge_default_alert_after`` and ``bridge_default_recover_after``.
+    alert_after: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    recover_after: Mapped[int | None] = mapped_column(Integer, nullable=True)
     #: Retention of its final runs (None: the app's default; 0: no limit).
     keep_runs: Mapped[int | None] = mapped_column(Integer, nullable=True)
     keep_days: Mapped[int | None] = mapped_column(Integer, nullable=True)
     #: No alert is sent for the schedule until then (the far future: until unsilenced).
     silenced_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: The names of the calendars its occurrences are not sent on, separated by commas.
+    skip_calendars: Mapped[str | None] = mapped_column(Text, nullable=True)
 
     # Policy state.
     #: The occurrence held by overlap ``buffer_one`` until the running run ends.
@@ -162,6 +172,10 @@ class PeriodicTask(Base):
     retry_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     #: Consecutive failed scheduled occurrences, for the breaker.
     failure_streak: Mapped[int] = mapped_column(Integer, default=0)
+    #: Since when it is failing (its ``alert_after``-th failure in a row), and the
+    #: successes in a row since; NULL and 0 while it is not failing.
+    failing_since: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    success_streak: Mapped[int] = mapped_column(Integer, default=0)
 
     source: Mapped[str] = mapped_column(String(16), default=Source.API.value)
     note: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -176,6 +190,8 @@ class PeriodicTask(Base):
     total_run_count: Mapped[int] = mapped_column(Integer, default=0)
     skipped_count: Mapped[int] = mapped_column(Integer, default=0)
     missed_count: Mapped[int] = mapped_column(Integer, default=0)
+    #: Occurrences not sent because they fell on one of its calendars.
+    excluded_count: Mapped[int] = mapped_column(Integer, default=0)
     #: Runs whose message expired before a worker started them.
     expired_count: Mapped[int] = mapped_column(Integer, default=0)
     #: Runs ended, by final status, whatever their trigger: kept on the row so that
@@ -218,8 +234,8 @@ class PeriodicTask(Base):
         Index(
             "ix_periodic_task_trouble",
             "id",
-            postgresql_where=text("failure_streak > 0 OR broken"),
-            sqlite_where=text("failure_streak > 0 OR broken"),
+            postgresql_where=text("failing_since IS NOT NULL OR broken"),
+            sqlite_where=text("failing_since IS NOT NULL OR broken"),
         ).ddl_if(callable_=_partial_indexes),
     )
 
@@ -262,6 +278,12 @@ class TaskExecution(Base):
     result: Mapped[str | None] = mapped_column(Text, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     traceback: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: The OpenTelemetry trace of the run, from beat's span ``bridge.fire`` (32 hex
+    #: digits; None: not traced).
+    trace_id: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    #: Of a run of a canvas, how many of the tasks that end it have yet to succeed
+    #: (None: a run of one task) (0021).
+    canvas_left: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     __table_args__ = (
         # One record per occurrence, whoever writes it.
@@ -387,6 +409,13 @@ class Incident(Base):
     recovery_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
     #: Until when a beat or worker that is sending the alert owed holds it.
     claimed_until: Mapped[datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    #: Tries in a row at its owed alert that an alert URL refused, and why the last one
+    #: failed (the URL's service, never the URL); 0 and NULL once the alert went out.
+    alert_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    alert_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: The alert URLs (their positions, separated by commas) that have the owed alert
+    #: already, while another refuses it: they are not sent it again.
+    alert_sent_to: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: What the alert says: a sentence, and the runs concerned (JSON).
     message: Mapped[str] = mapped_column(Text, default="")
     runs: Mapped[str] = mapped_column(Text, default="[]")
@@ -450,6 +479,25 @@ class SchemaRelease(Base):
     #: Always 1: the table holds one row.
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     oldest_release: Mapped[str] = mapped_column(String(32))
+
+
+class StoredCalendar(Base):
+    """A named calendar (:class:`bridge.rules.calendars.Calendar`): the days, ranges or
+    cron-described minutes on which the schedules that skip it send nothing. Schedules
+    name it in ``periodic_task.skip_calendars``; ``calendar rm`` refuses one in use."""
+
+    __tablename__ = "calendar"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    #: ``dates``, ``ranges`` or ``cron``.
+    kind: Mapped[str] = mapped_column(String(8))
+    #: A JSON list of its dates or ranges, or of its one cron expression, as written.
+    entries: Mapped[str] = mapped_column(Text)
+    #: The IANA zone its days and times are read in.
+    timezone: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
 class ApiToken(Base):

@@ -47,12 +47,15 @@ SCHEDULE_COLUMNS = (
     "last_success_at",
     "last_failure_at",
     "failure_streak",
+    "failing_since",
+    "success_streak",
     "success_count",
     "failure_count",
     "revoked_count",
     "lost_count",
     "skipped_count",
     "missed_count",
+    "excluded_count",
     "expired_count",
     "runtime_total",
 )
@@ -66,6 +69,7 @@ SUMMED = (
     "lost_count",
     "skipped_count",
     "missed_count",
+    "excluded_count",
     "expired_count",
 )
 

@@ -50,6 +50,8 @@ class _Statements:
                 TaskExecution.plan_time,
                 TaskExecution.attempt,
                 TaskExecution.queued_at,
+                TaskExecution.started_at,
+                TaskExecution.canvas_left,
             )
             .where(one_of(TaskExecution.id, postgres=postgres, name="runs"))
             .order_by(TaskExecution.id)

@@ -122,7 +122,11 @@ class ScheduleFilter:
         if self.broken is not None:
             criteria.append(table.broken.is_(self.broken))
         if self.failing:
-            criteria += [table.failure_streak > 0, table.broken.is_(False), table.enabled.is_(True)]
+            criteria += [
+                table.failing_since.is_not(None),
+                table.broken.is_(False),
+                table.enabled.is_(True),
+            ]
         if self.label is not None:
             criteria.append(
                 select(ScheduleLabel.periodic_task_id)
@@ -136,6 +140,19 @@ class ScheduleFilter:
             late = before(table.nextrun, self.late_at, grace, dialect=dialect)
             criteria += [table.enabled.is_(True), late]
         return criteria
+
+
+@dataclass(frozen=True)
+class TimerGroupRow:
+    """Schedules due soon that share a timer and zone (:meth:`ScheduleStore.timer_groups`)."""
+
+    timer: str
+    timezone: str | None
+    schedules: int
+    soonest: datetime
+    first_name: str
+    #: The calendars they skip (``periodic_task.skip_calendars``).
+    skip_calendars: str | None = None
 
 
 class ScheduleStore:
@@ -190,12 +207,45 @@ class ScheduleStore:
                 queues.add(queue)
         return queues
 
+    def canvases_naming_a_queue(self) -> list[str]:
+        """The canvases (their stored text) that mention a queue, distinct: the queues their
+        tasks' options name are the schedules' too."""
+        statement = (
+            select(PeriodicTask.signature)
+            .where(PeriodicTask.signature.like('%"queue"%'))
+            .distinct()
+        )
+        with self.database.session() as session:
+            return [text for text in session.scalars(statement).all() if text is not None]
+
     def all(self) -> list[PeriodicTask]:
         """Every schedule, by name."""
         with self.database.session() as session:
             return list(
                 session.scalars(_with_labels(select(PeriodicTask).order_by(PeriodicTask.name)))
             )
+
+    def timer_groups(self, until: datetime, limit: int) -> list[TimerGroupRow]:
+        """The enabled schedules due before ``until``, gathered by timer, zone and the
+        calendars they skip: how many share each, the soonest next run among them and the
+        first name, the ``limit`` largest groups. Read along the index beat finds due rows
+        by."""
+        shared = (PeriodicTask.timer, PeriodicTask.timezone, PeriodicTask.skip_calendars)
+        statement = (
+            select(
+                *shared, func.count(), func.min(PeriodicTask.nextrun), func.min(PeriodicTask.name)
+            )
+            .where(PeriodicTask.enabled, PeriodicTask.nextrun < until)
+            .group_by(*shared)
+            .order_by(func.count().desc(), func.min(PeriodicTask.name))
+            .limit(limit)
+        )
+        with self.database.session() as session:
+            return [
+                TimerGroupRow(timer, zone, count, soonest, name, calendars)
+                for timer, zone, calendars, count, soonest, name in session.execute(statement)
+                if soonest is not None  # never: the rows have a next run
+            ]
 
     def page(
         self,

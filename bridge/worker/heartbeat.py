@@ -28,6 +28,8 @@ from celery import Celery
 
 from bridge.clock import utcnow
 from bridge.config import Settings
+from bridge.errors import BridgeError
+from bridge.notify import Notifier
 from bridge.rules.words import short_duration
 from bridge.service import alerting
 from bridge.storage.database import DatabaseError, error_reason
@@ -109,6 +111,11 @@ class BeatWatch:
         self.incidents = IncidentStore(store.database)
         self.health = HealthStore(store.database)
         self.started_at = utcnow()
+        self.notifier: Notifier | None = None
+        try:
+            self.notifier = alerting.notifier_of(settings)
+        except BridgeError as exc:  # beat refuses to start on it; a worker works on
+            logger.error("bridge: no alert goes to the alert URLs: %s", exc)
 
     def __call__(self, now: datetime) -> None:
         # The last tick any beat made, which a clean stop keeps (beat_instance.stopped_at);
@@ -119,8 +126,13 @@ class BeatWatch:
             return
         message = f"no beat instance has ticked for {short_duration(silence)}: no schedule fires"
         self.incidents.open([Opening("no_beat", None, None, silent_since, message)], now)
-        if self.settings.alert_task:
+        if self.settings.alerting:
             repeat = timedelta(seconds=self.settings.alert_repeat)
             alerting.send_alerts(
-                self.app, self.incidents, self.settings.alert_task, repeat, scheduler_only=True
+                self.app,
+                self.incidents,
+                self.settings.alert_task,
+                repeat,
+                scheduler_only=True,
+                notifier=self.notifier,
             )

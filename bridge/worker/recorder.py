@@ -42,14 +42,16 @@ from bridge.broker import check_broker
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import BridgeError
+from bridge.rules.canvas import HEADER_PART, HEADER_RUN, run_of
 from bridge.rules.decisions import EXPIRED
 from bridge.rules.kinds import RunStatus
-from bridge.rules.records import NOT_RECEIVED, NOT_STARTED, OPEN, Change
+from bridge.rules.records import NOT_RECEIVED, NOT_STARTED, ON_ITS_WAY, OPEN, Change
 from bridge.rules.releases import Fit
 from bridge.rules.runs import HEADER_SCHEDULE_ID
 from bridge.service.records import Recording
 from bridge.storage.database import Database, DatabaseError, SchemaMismatch, error_reason
 from bridge.storage.records import RecordStore
+from bridge.tracing import Tracer
 from bridge.version import __version__
 from bridge.worker.backlog import Backlog, Reply
 from bridge.worker.heartbeat import BeatWatch, WorkerHeartbeat
@@ -63,10 +65,20 @@ START_ANSWER_SECONDS = 30.0
 #: Set on the request of a delivery :class:`bridge.worker.task.BridgeTask` dropped as a
 #: duplicate: the recorder then records nothing for it.
 DUPLICATE = "bridge_duplicate"
+#: How many canvas tasks a worker remembers the run of, for a failure its main process
+#: reports without the message's headers (a hard time limit): the latest received.
+CANVAS_TASKS_KEPT = 10_000
 
 
 def sent_by_bridge(headers: Mapping[str, Any] | None) -> bool:
     return bool(headers and HEADER_SCHEDULE_ID in headers)
+
+
+def _canvas_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
+    """What of a canvas task's headers says which run it is of."""
+    return {
+        key: headers[key] for key in (HEADER_SCHEDULE_ID, HEADER_RUN, HEADER_PART) if key in headers
+    }
 
 
 def bounded(text: Any, limit: int) -> str:
@@ -82,6 +94,8 @@ class _Parts:
     settings: Settings
     store: RecordStore
     backlog: Backlog[Change]
+    #: Opens the span of each run (``bridge_tracing``); None when not tracing.
+    tracer: Tracer | None = None
 
 
 class Recorder:
@@ -99,6 +113,11 @@ class Recorder:
         self._parts: _Parts | None = None
         self._parts_lock = threading.Lock()
         self._started: dict[str, float] = {}
+        #: The open span of each run this process executes, when tracing.
+        self._spans: dict[str, Any] = {}
+        #: The bridge's headers of the canvas tasks this worker received, by task id, oldest
+        #: first (see :data:`CANVAS_TASKS_KEPT`).
+        self._canvas_tasks: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     def _built(self) -> _Parts:
@@ -113,7 +132,11 @@ class Recorder:
                     self._parts = _Parts(
                         settings,
                         RecordStore(database),
-                        Backlog(Recording(database).write, settings.recorder_retries),
+                        Backlog(
+                            Recording(database, settings.thresholds).write,
+                            settings.recorder_retries,
+                        ),
+                        Tracer() if settings.tracing else None,
                     )
         return self._parts
 
@@ -164,6 +187,14 @@ class Recorder:
         headers = request.request_dict
         if not self.wants(headers):
             return
+        if not run_of(request.id, headers)[1]:
+            # A task of a canvas after its first: the run is received already. Kept for a
+            # failure the main process reports without the message's headers.
+            with self._lock:
+                self._canvas_tasks[request.id] = _canvas_headers(headers)
+                while len(self._canvas_tasks) > CANVAS_TASKS_KEPT:
+                    self._canvas_tasks.pop(next(iter(self._canvas_tasks)))
+            return
         self._record(
             request.id,
             request.task_name,
@@ -177,8 +208,26 @@ class Recorder:
     def on_prerun(self, task_id: str, task: Any, **_: Any) -> None:
         if not self.wants(task.request.headers):
             return
+        tracer = self._built().tracer
+        span = None if tracer is None else tracer.run(task_id, task.name, task.request.headers)
         with self._lock:
             self._started[task_id] = time.monotonic()
+            if span is not None:
+                self._spans[task_id] = span
+        run_id, first, _last = run_of(task_id, task.request.headers)
+        if not first:
+            # A task of a canvas after its first: the run has started, and is now on this
+            # worker, which the sweep of dead workers' runs must look at rather than the
+            # first task's (which may have been restarted since, its task done).
+            self._record(
+                run_id,
+                task.name,
+                task.request.headers,
+                RunStatus.STARTED,
+                ON_ITS_WAY,
+                {"worker": task.request.hostname},
+            )
+            return
         if getattr(task, "starts_once", False):
             return  # a BridgeTask records its start itself, as a compare-and-set
         self._record(
@@ -194,6 +243,9 @@ class Recorder:
         if not self.wants(request.headers):
             return
         error = bounded(str(reason), self.settings.summary_max_chars)
+        self._end_span(request.id, error)
+        if not run_of(request.id, request.headers)[1]:
+            return  # a task of a canvas after its first retries within the run
         self._record(
             request.id, request.task, request.headers, RunStatus.RETRY, OPEN, {"error": error}
         )
@@ -201,6 +253,20 @@ class Recorder:
     def on_success(self, sender: Any, result: Any = None, **_: Any) -> None:
         request = sender.request
         if not self.wants(request.headers) or getattr(request, DUPLICATE, False):
+            return
+        run_id, _first, last = run_of(request.id, request.headers)
+        if not last:
+            # A task of a canvas that others follow: the run goes on, on no worker until
+            # the next task starts (the sweep of dead workers' runs leaves it alone).
+            self._end_task(request.id, None)
+            self._record(
+                run_id,
+                sender.name,
+                request.headers,
+                RunStatus.STARTED,
+                ON_ITS_WAY,
+                {"worker": None},
+            )
             return
         self._finish(request.id, sender.name, request.headers, RunStatus.SUCCESS, result=result)
 
@@ -214,6 +280,9 @@ class Recorder:
         # is one of ours, which costs next to nothing for any other task.
         if (headers is not None and not self.wants(headers)) or getattr(request, DUPLICATE, False):
             return
+        if headers is None:
+            with self._lock:
+                headers = self._canvas_tasks.pop(task_id, None)
         limit = self.settings.summary_max_chars
         self._finish(
             task_id,
@@ -267,23 +336,44 @@ class Recorder:
 
     # -- writing ----------------------------------------------------------------
 
+    def _end_span(self, task_id: str, error: str | None) -> None:
+        """End the span of a task this process ran, marked with ``error`` when it failed."""
+        with self._lock:
+            span = self._spans.pop(task_id, None)
+        tracer = self._built().tracer
+        if span is not None and tracer is not None:
+            tracer.end(span, error)
+
+    def _end_task(self, task_id: str, error: str | None) -> float | None:
+        """Forget a task this process ran, ending its span; how long it ran, if seen."""
+        with self._lock:
+            started = self._started.pop(task_id, None)
+        self._end_span(task_id, error)
+        return None if started is None else time.monotonic() - started
+
     def _finish(
         self,
-        run_id: str,
+        task_id: str,
         task: str,
         headers: Mapping[str, Any] | None,
         status: RunStatus,
         result: Any = None,
         **values: Any,
     ) -> None:
-        with self._lock:
-            started = self._started.pop(run_id, None)
+        """Record the end a task reports on its run: the task's own, or its canvas's (see
+        :mod:`bridge.rules.canvas`), whose run lasts from its first task to its end."""
+        runtime = self._end_task(
+            task_id, None if status is RunStatus.SUCCESS else values.get("error")
+        )
+        run_id, _, last = run_of(task_id, headers)
         values["finished_at"] = utcnow()
-        if started is not None:
-            values["runtime"] = time.monotonic() - started
+        canvas = HEADER_RUN in (headers or {})
+        if runtime is not None and not canvas:
+            values["runtime"] = runtime
         if result is not None:
             values["result"] = bounded(result, self.settings.summary_max_chars)
-        self._record(run_id, task, headers, status, OPEN, values)
+        part = canvas and status is RunStatus.SUCCESS and last
+        self._record(run_id, task, headers, status, OPEN, values, part=part)
 
     def _record(
         self,
@@ -294,6 +384,7 @@ class Recorder:
         moves_from: frozenset[RunStatus],
         values: Mapping[str, Any],
         queued: bool = False,
+        part: bool = False,
     ) -> None:
         """Queue a status change; the backlog's thread writes it, with those made meanwhile.
 
@@ -314,6 +405,7 @@ class Recorder:
                 values,
                 queued=queued,
                 external_task=task if external else None,
+                part=part,
             )
         )
 

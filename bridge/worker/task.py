@@ -12,6 +12,8 @@ It needs the recorder (:func:`bridge.recorder.install`) on the workers. A
 task the bridge did not send, or called directly, runs as usual; so does a
 run whose record cannot be read because the database is down (logged), as
 refusing every task during an outage would be worse than a rare duplicate.
+Of a run that sends a canvas, the guard holds for its first task, whose id is
+the run's: the rest of a chain or chord is sent only once that task has run.
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import logging
 from typing import Any
 
 from celery import Task
+from celery.exceptions import Ignore
 
+from bridge.rules.canvas import run_of
 from bridge.worker import recorder
 
 logger = logging.getLogger("bridge.task")
@@ -34,16 +38,21 @@ class BridgeTask(Task):  # type: ignore[misc]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._is_duplicate():
-            return None
+            # Ignored, not a success: a chain or chord of the run must not go on from a
+            # delivery that did not run (Celery would send the next task, or count a part
+            # of a chord's header again, with None for its result).
+            raise Ignore()
         return super().__call__(*args, **kwargs)
 
     def _is_duplicate(self) -> bool:
         """Whether another delivery of this run has started it; marks the request if so."""
         request = self.request
-        if getattr(request, "called_directly", True) or not recorder.sent_by_bridge(
-            request.headers
+        if (
+            getattr(request, "called_directly", True)
+            or not recorder.sent_by_bridge(request.headers)
+            or not run_of(request.id, request.headers)[1]
         ):
-            return False
+            return False  # not a bridge run, or a task of a canvas after its first
         if recorder.install(self.app).start_once(request.id, request.hostname):
             return False
         setattr(request, recorder.DUPLICATE, True)

@@ -92,7 +92,7 @@ def test_an_edit_to_the_same_values_writes_nothing(env: Env) -> None:
 
 
 def test_the_api_refuses_numbers_no_column_holds(api: Bridge) -> None:
-    for field in ("remaining", "max_attempts", "max_failures"):
+    for field in ("remaining", "max_attempts", "max_failures", "alert_after", "recover_after"):
         with pytest.raises(ValidationError) as caught:
             api.add("huge", task=QUICK, timer="@daily", **{field: int(HUGE)})  # type: ignore[arg-type]
         assert (caught.value.field, caught.value.value) == (field, int(HUGE))

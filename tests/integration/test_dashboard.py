@@ -11,6 +11,7 @@ Screenshots of the main pages are taken on the way; with
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -55,8 +56,12 @@ SCREENSHOTS = REPO / "docs" / "screenshots"
 class Site:
     """The module's server, beat and worker, and the browser that visits them."""
 
-    def __init__(self, env: Env, url: str, browser: Any, shots: Path) -> None:
+    def __init__(
+        self, env: Env, url: str, browser: Any, shots: Path, settings: dict[str, str]
+    ) -> None:
         self.env = env
+        #: The settings its processes run with.
+        self.settings = settings
         self.url = url
         self.browser = browser
         self.shots = shots
@@ -64,17 +69,29 @@ class Site:
             base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30
         )
 
-    def page(self, token: str = ADMIN, zone: str = "Europe/Berlin", width: int = 1280) -> Any:
-        """A signed-in page in a browser of its own, in time zone ``zone``."""
+    def page(
+        self,
+        token: str = ADMIN,
+        zone: str = "Europe/Berlin",
+        width: int = 1280,
+        scheme: str = "light",
+        url: str | None = None,
+    ) -> Any:
+        """A signed-in page in a browser of its own, in time zone ``zone`` and colour scheme
+        ``scheme``, of this site's server or the one at ``url``."""
+        url = url or self.url
         context = self.browser.new_context(
-            timezone_id=zone, locale="en-US", viewport={"width": width, "height": 900}
+            timezone_id=zone,
+            locale="en-US",
+            viewport={"width": width, "height": 900},
+            color_scheme=scheme,
         )
         page = context.new_page()
         page.on("dialog", lambda dialog: dialog.accept())
-        page.goto(self.url + "/")
+        page.goto(url + "/")
         page.get_by_label("API token (admin or read-only)").fill(token)
         page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(self.url + "/")
+        page.wait_for_url(url + "/")
         return page
 
     def add(self, name: str, **fields: Any) -> None:
@@ -115,7 +132,7 @@ def site(
             env.serve(port, **settings)
             env.start("worker", "-P", "prefork", **settings)
             env.start("beat", **settings)
-            yield Site(env, f"http://127.0.0.1:{port}", browser, shots)
+            yield Site(env, f"http://127.0.0.1:{port}", browser, shots, settings)
         finally:
             browser.close()
             env.kill_all()
@@ -253,6 +270,7 @@ def test_a_failing_schedule_turns_broken_and_shows_why(site: Site) -> None:
     assert page.locator("#chart-caption").inner_text().startswith("Duration of each of the last")
     page.goto(site.url + "/schedules/breaks")
     assert "RuntimeError: this task always fails" in page.locator("table.runs").inner_text()
+    site.shoot(page, "schedule")  # before the traceback, which names this machine's paths
     page.get_by_text("Traceback").first.click()
     assert "Traceback (most recent call last)" in page.locator("table.runs pre").first.inner_text()
     assert (
@@ -260,10 +278,89 @@ def test_a_failing_schedule_turns_broken_and_shows_why(site: Site) -> None:
         .first.get_attribute("href", timeout=5000)
         .startswith("http://flower.example:5555/task/")
     )
-    site.shoot(page, "schedule")
     page.goto(site.url + "/")
     assert page.locator(".count.health-broken .number").inner_text() != "0"
     site.shoot(page, "overview")
+
+
+def test_the_pictures_of_the_next_day_the_weeks_labels_and_a_schedules_occurrences(
+    site: Site,
+) -> None:
+    """A schedule whose runs outlast its interval skips occurrences: its page's strip shows
+    the skips beside the runs, each with a mark of its own in the legend. The overview draws
+    the next day's fires, a lane per timer with how many schedules share it, and each
+    label's success rate over the week."""
+    site.add(
+        "skips",
+        task="workers.app.slow",
+        kwargs={"seconds": 3},
+        timer="every 1s",
+        overlap="skip",
+        labels=["team:busy"],
+    )
+    for index in range(3):
+        site.add(f"nightly-{index}", timer="0 3 * * *", timezone="UTC", labels=["team:night"])
+
+    def counted() -> bool:
+        found = site.api.get("/api/v1/schedules/skips").json()
+        return bool(found["skipped_count"] >= 3 and found["success_count"] >= 1)
+
+    wait_for(counted, 60, what="skipped occurrences and a run that succeeded")
+    # A server of its own: the overview's pictures are read once a minute.
+    port = free_port()
+    site.env.serve(port, **site.settings)
+    url = f"http://127.0.0.1:{port}"
+    page = site.page(zone="America/New_York", url=url)
+    page.goto(url + "/schedules/skips")
+    strip = page.locator("#occurrences")
+    skipped = strip.locator(".tick.status-skipped")
+    assert skipped.count() >= 1 and strip.locator(".tick.status-success").count() >= 1
+    assert skipped.first.inner_text() == "»"
+    # In the browser's zone, with how many were skipped in that hour.
+    said = skipped.first.get_attribute("title") or ""
+    assert re.search(r" [EC][SD]T: \d+ skipped in the hour from then$", said), said
+    legend = page.locator("#occurrence-legend").inner_text()
+    assert "» SKIPPED" in legend and "○ MISSED" in legend and "✓ SUCCESS" in legend
+    page.goto(url + "/")
+    timeline = page.locator("svg.timeline")
+    lanes = timeline.locator("g.lane")
+    labels = lanes.locator("text.label").all_text_contents()
+    assert "every day at 03:00 (UTC) (3)" in labels, labels
+    nightly = lanes.filter(has_text="every day at 03:00 (UTC) (3)")
+    assert "0 3 * * * (UTC): 3 schedule(s)" in (nightly.locator("title").first.text_content() or "")
+    assert nightly.locator("line.fire").count() == 1  # once within the next 24 hours
+    assert timeline.locator("rect.bar").count() >= 1
+    # The hours in New York's clock: 03:00 UTC is 22:00 or 23:00 there, the axis every 3 h.
+    clocks = timeline.locator("text.clock").all_text_contents()
+    assert len(clocks) == 8 and all(re.fullmatch(r"\d\d:00( [AP]M)?", c) for c in clocks), clocks
+    rate = page.locator("table.rates tr[data-label='team:busy']")
+    assert "100.0%" in rate.inner_text() and "SUCCESS" in rate.inner_text()
+    assert page.locator("table.rates tr[data-label='team:night']").count() == 0  # no run yet
+    page.locator("#timeline").evaluate("node => node.scrollIntoView()")
+    site.shoot(page, "overview-pictures")
+    page.goto(url + "/schedules/skips")
+    page.locator("#figures").evaluate("node => node.scrollIntoView()")
+    site.shoot(page, "schedule-pictures")
+
+
+def test_the_dark_colour_scheme_keeps_the_words_readable(site: Site) -> None:
+    """Asked for a dark scheme, the pages draw light words on a dark ground."""
+    page = site.page(scheme="dark")
+    for path in ("/", "/schedules"):
+        page.goto(site.url + path)
+        background, colour = page.evaluate(
+            "[getComputedStyle(document.body).backgroundColor,"
+            " getComputedStyle(document.body).color]"
+        )
+        assert luminance(background) < 0.1 < 0.6 < luminance(colour), (path, background, colour)
+    site.shoot(page, "schedules-dark")
+
+
+def luminance(css: str) -> float:
+    """The relative luminance of a CSS ``rgb(...)`` colour, from 0 (black) to 1 (white)."""
+    channels = [int(part) / 255 for part in re.findall(r"\d+", css)[:3]]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
 
 
 def test_pause_resume_run_and_cancel_from_the_page(site: Site) -> None:
@@ -399,6 +496,7 @@ def test_the_form_offers_each_policys_words_and_the_apps_tasks(site: Site) -> No
         "skip: no new run is sent while one is open",
         "allow: a new run is sent beside the open one",
         "buffer_one: one new run waits, and starts when the open one ends",
+        "buffer_all: every new run waits its turn, each starting when the one before ends",
         "replace: the open run is revoked and the new one sent",
     ]
     offered = [option.get_attribute("value") for option in page.locator("#l-task option").all()]
@@ -749,3 +847,93 @@ def test_the_dashboard_works_under_its_content_security_policy(site: Site) -> No
         what="the browser to refuse the frame",
     )
     assert frame.url != f"{site.url}/login" or frame.locator("form").count() == 0
+
+
+def test_the_calendars_page_lists_each_calendar_and_who_skips_it(site: Site) -> None:
+    made = site.api.post(
+        "/api/v1/calendars",
+        json={
+            "name": "shut-days",
+            "dates": ["2026-12-24", "2026-12-25", "2026-12-26", "2027-01-01"],
+        },
+    )
+    assert made.status_code == 201, made.text
+    site.add("skips shut days", skip_calendars=["shut-days"])
+    page = site.page()
+    page.get_by_role("link", name="Calendars").click()
+    row = page.locator('tr[data-calendar="shut-days"]')
+    assert row.locator("td").nth(1).inner_text() == "dates"
+    assert "2026-12-24, 2026-12-25, 2026-12-26 and 1 more" in row.inner_text()
+    row.get_by_role("link", name="skips shut days").click()
+    page.wait_for_url(site.url + "/schedules/skips%20shut%20days")
+
+
+def test_a_calendar_is_made_refused_and_removed_on_its_page(site: Site) -> None:
+    """The calendars page makes a calendar from its form, shows a refusal naming the field
+    with the form as it was sent, and removes a calendar no schedule skips."""
+    page = site.page()
+    page.goto(site.url + "/calendars")
+    page.get_by_label("name", exact=True).fill("freeze")
+    page.get_by_label("kind", exact=True).select_option("ranges")
+    page.get_by_label("entries", exact=True).fill("2026-12-20/2027-01-06, 2027-03-31")
+    page.get_by_label("timezone", exact=True).fill("Europe/Berlin")
+    page.get_by_role("button", name="Save calendar").click()
+    page.wait_for_url(re.compile(re.escape(site.url + "/calendars?done=saved+calendar+freeze")))
+    made = site.api.get("/api/v1/calendars/freeze").json()
+    assert (made["kind"], made["ranges"], made["timezone"]) == (
+        "ranges",
+        ["2026-12-20/2027-01-06", "2027-03-31/2027-03-31"],
+        "Europe/Berlin",
+    )
+    page.get_by_label("name", exact=True).fill("typo")
+    page.get_by_label("kind", exact=True).select_option("dates")
+    page.get_by_label("entries", exact=True).fill("2026-02-30")
+    page.get_by_role("button", name="Save calendar").click()
+    assert "Nothing was saved: dates: got '2026-02-30'" in page.locator(".flash.bad").inner_text()
+    assert page.get_by_label("entries", exact=True).input_value() == "2026-02-30"
+    assert site.api.get("/api/v1/calendars/typo").status_code == 404
+    page.goto(site.url + "/calendars")
+    page.get_by_role("button", name="Remove freeze").click()
+    page.wait_for_url(re.compile(re.escape(site.url + "/calendars?done=removed+calendar+freeze")))
+    assert site.api.get("/api/v1/calendars/freeze").status_code == 404
+
+
+def test_a_schedule_page_says_buffer_all_and_the_calendars_it_skips(site: Site) -> None:
+    made = site.api.post("/api/v1/calendars", json={"name": "quiet", "cron": "* 0-5 * * *"})
+    assert made.status_code == 201, made.text
+    site.add("queued", overlap="buffer_all", skip_calendars=["quiet"])
+    page = site.page()
+    page.goto(site.url + "/schedules/queued")
+    said = page.get_by_role("heading", name="Policies").locator("xpath=following-sibling::ul[1]")
+    assert "Every occurrence due while a run is open waits its turn" in said.inner_text()
+    assert "No occurrence on the calendar(s) quiet (each counted as excluded)." in (
+        said.inner_text()
+    )
+
+
+def test_a_canvas_is_made_on_the_form_and_shown_on_its_page(site: Site) -> None:
+    """The form takes a canvas in place of a task, refusing a bad one beside its field;
+    the schedule's page shows it in a line."""
+    quick = {"task": "workers.app.quick", "immutable": True}
+    chord = {"subtask_type": "chord", "kwargs": {"header": [quick, quick], "body": quick}}
+    page = site.page()
+    page.goto(site.url + "/new")
+    page.get_by_label("name", exact=True).fill("fan-in")
+    page.get_by_label("timer", exact=True).fill("every 1h")
+    signature = page.get_by_label("signature", exact=True)
+    signature.fill(json.dumps({"subtask_type": "group", "kwargs": {"tasks": []}}))
+    page.get_by_role("button", name="Create").click()
+    assert (
+        page.locator("#e-signature")
+        .inner_text()
+        .startswith("signature.tasks: got [], expected a list of one or more signatures")
+    )
+    assert site.api.get("/api/v1/schedules/fan-in").status_code == 404
+    page.get_by_label("signature", exact=True).fill(json.dumps(chord))
+    page.get_by_role("button", name="Create").click()
+    page.wait_for_url(re.compile(re.escape(site.url + "/schedules/fan-in?done=created")))
+    canvas = page.locator("dt", has_text="Canvas").locator("xpath=following-sibling::dd[1]")
+    assert canvas.inner_text() == (
+        "chord([workers.app.quick, workers.app.quick], workers.app.quick)"
+    )
+    assert site.api.get("/api/v1/schedules/fan-in").json()["task"] == "workers.app.quick"

@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from bridge import Bridge, ValidationError
 from bridge.clock import utcnow
-from bridge.rules.decisions import decide
+from bridge.rules.decisions import Thresholds, decide
 from bridge.rules.fire import state_of
 from bridge.rules.runs import run_id_for
 from bridge.service.fire import Advance, Firing
@@ -53,7 +53,7 @@ def beat_sends(api: Bridge, name: str, start: datetime, count: int) -> list[tupl
     row's ``nextrun`` claims the row, decides with no open run, and advances
     the row as beat's advance phase does (:meth:`bridge.service.fire.Firing.advance`).
     """
-    firing, clock, sent = Firing(api.database), start, []
+    firing, clock, sent = Firing(api.database, Thresholds()), start, []
     store = firing.store
     while len(sent) < count:
         row = api.get(name)

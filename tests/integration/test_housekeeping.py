@@ -10,6 +10,7 @@ from bridge import Bridge
 from bridge.beat.housekeeping import Housekeeper
 from bridge.clock import utcnow
 from bridge.config import Settings
+from bridge.rules.decisions import Thresholds
 from bridge.service.sweeps import Sweeps
 from bridge.storage.models import PeriodicTask, TaskExecution
 from tests.support import on_every_store
@@ -41,7 +42,7 @@ def test_expired_runs_are_ended_once_the_claims_are_no_longer_full(api: Bridge) 
                 updated_at=now - timedelta(minutes=1),
             )
         )
-    housekeeper = Housekeeper(Sweeps(api.database), Settings(), "beat-1", now)
+    housekeeper = Housekeeper(Sweeps(api.database, Thresholds()), Settings(), "beat-1", now)
 
     def status() -> tuple[str, str | None]:
         with api.database.session() as session:

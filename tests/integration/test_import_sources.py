@@ -36,14 +36,15 @@ REQUIREMENTS = REPO / "bench" / "peers" / "requirements.txt"
 
 @pytest.fixture(scope="session")
 def peer_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """django-celery-beat, RedBeat and ephem from PyPI, in a virtualenv of their own."""
+    """django-celery-beat, RedBeat, sqlalchemy-celery-beat and ephem from PyPI, in a
+    virtualenv of their own, installed once."""
     venv = tmp_path_factory.getbasetemp() / "peers-venv"
     python = venv / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run(
             [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-             "-r", str(REQUIREMENTS), "ephem==4.2.1"],
+             "-r", str(REQUIREMENTS), "ephem==4.2.1", "sqlalchemy-celery-beat==0.9.1"],
             check=True, timeout=900,
         )  # fmt: skip
     return python
@@ -173,11 +174,6 @@ def test_django_celery_beat_moves_in_and_fires(
 @pytest.fixture
 def sqlalchemy_source(peer_python: Path) -> Iterator[str]:
     """A sqlalchemy-celery-beat store in a schema of its own on PostgreSQL, made by its code."""
-    subprocess.run(
-        [str(peer_python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "sqlalchemy-celery-beat==0.9.1"],
-        check=True, timeout=600,
-    )  # fmt: skip
     with support.postgres_database("bridge_sqlalchemy_") as database:
         peer(
             peer_python, "sqlalchemy_source.py", SOURCE_DATABASE_URL=database, SOURCE_SCHEMA="beat"

@@ -17,6 +17,7 @@ from bridge import Bridge, broker
 from bridge.beat.fire import FireSequence
 from bridge.clock import utcnow
 from bridge.config import Settings
+from bridge.rules.decisions import Thresholds
 from bridge.rules.fire import OLDEST_OPEN_READ, resumable
 from bridge.service.fire import Firing
 from bridge.service.sweeps import Sweeps
@@ -107,7 +108,13 @@ def test_a_beat_that_lost_its_lease_revokes_disables_and_records_nothing(
     store = BeatStore(api.database)
 
     def fire(instance: str, claimed: list[PeriodicTask]) -> int:
-        fires = FireSequence(app, Settings(), Firing(api.database), Sweeps(api.database), instance)
+        fires = FireSequence(
+            app,
+            Settings(),
+            Firing(api.database, Thresholds()),
+            Sweeps(api.database, Thresholds()),
+            instance,
+        )
         return fires.fire(claimed, lambda: False)
 
     with alive(api.database, "beat-1", "beat-2"):
@@ -295,8 +302,8 @@ def test_a_batch_fires_while_other_schedules_and_their_runs_are_held(api: Bridge
     fires = FireSequence(
         Celery("locks-test", broker="memory://"),
         Settings(),
-        Firing(api.database),
-        Sweeps(api.database),
+        Firing(api.database, Thresholds()),
+        Sweeps(api.database, Thresholds()),
         "beat-1",
     )
     store = fires.store

@@ -44,7 +44,7 @@ def test_upgrade_keeps_schedules_due_when_they_were_and_gives_them_default_polic
     next_occurrence, *policies = row
     assert str(next_occurrence).startswith("2026-12-01 09:00:00")
     assert policies == ["latest", 0, 1, "next", 0, None, None]
-    assert rows(db_url, "SELECT version_num FROM alembic_version") == [("0015",)]
+    assert rows(db_url, "SELECT version_num FROM alembic_version") == [("0021",)]
 
 
 @on_every_store
@@ -89,8 +89,8 @@ def test_the_counters_of_ended_runs_start_from_the_records_there(db_url: str) ->
 def test_migrate_says_from_which_revision_to_which(db_url: str) -> None:
     database = database_for(db_url)
     assert database.migrate("0005") == (None, "0005")
-    assert database.migrate() == ("0005", "0015")
-    assert database.migrate() == ("0015", "0015")
+    assert database.migrate() == ("0005", "0021")
+    assert database.migrate() == ("0021", "0021")
     assert rows(db_url, "SELECT id, oldest_release FROM schema_release") == [(1, "0.2.0")]
     database.dispose()
 
@@ -178,10 +178,10 @@ def test_schedule_pages_keep_room_for_updates_on_postgresql(pg_url: str) -> None
 def test_a_schema_a_later_release_needs_is_refused_and_left_as_it_is(db_url: str) -> None:
     database = database_for(db_url)
     database.migrate()
-    execute(db_url, "UPDATE alembic_version SET version_num = '0016'")
+    execute(db_url, "UPDATE alembic_version SET version_num = '0022'")
     # A later revision that this release may run beside.
     database.require_schema("0.2.0")
-    assert database.migrate() == ("0016", "0016")
+    assert database.migrate() == ("0022", "0022")
     execute(db_url, "UPDATE schema_release SET oldest_release = '0.3.0'")
     with pytest.raises(SchemaMismatch) as refused:
         database.require_schema("0.2.0")
@@ -189,7 +189,7 @@ def test_a_schema_a_later_release_needs_is_refused_and_left_as_it_is(db_url: str
     assert "needs celery-periodic-bridge 0.3.0 or later" in str(refused.value)
     with pytest.raises(SchemaMismatch):
         database.migrate()
-    assert rows(db_url, "SELECT version_num FROM alembic_version") == [("0016",)]
+    assert rows(db_url, "SELECT version_num FROM alembic_version") == [("0022",)]
     database.dispose()
 
 

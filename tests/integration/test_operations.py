@@ -17,15 +17,21 @@ from bridge import Bridge, ValidationError
 from bridge.beat.sync import sync_beat_schedule
 from bridge.errors import RunNotFound, StateConflict
 from bridge.manage.bulk import export_schedules, import_schedules
+from bridge.rules.decisions import Thresholds
 from bridge.rules.kinds import RunStatus
 from bridge.rules.records import OPEN, Change
+from bridge.service.edits import Edits
 from bridge.service.records import Recording
+from bridge.storage import tally
+from bridge.storage.audit import Change as StoreChange
 from bridge.storage.database import database_for
 from bridge.storage.health import Cursors
 from bridge.storage.models import BeatInstance, PeriodicTask, TaskExecution
 from tests.support import on_every_store, rows
 
 QUICK = "workers.app.quick"
+#: When the schedules a test makes failing by writing their rows began to fail.
+FAILING_SINCE = datetime(2026, 11, 1, tzinfo=UTC)
 QUEUE = f"operations-test-{uuid.uuid4().hex[:8]}"
 START = datetime(2026, 11, 1, 12, tzinfo=UTC)
 
@@ -194,7 +200,7 @@ def end_run(url: str, run_id: str, status: str, at: datetime, runtime: float) ->
         at,
         {"finished_at": at, "runtime": runtime, "started_at": at - timedelta(seconds=runtime)},
     )
-    Recording(database_for(url)).write([change])
+    Recording(database_for(url), Thresholds()).write([change])
 
 
 def test_stats_over_a_window_survive_pruned_records(api: Bridge, migrated: str) -> None:
@@ -228,6 +234,57 @@ def test_stats_over_a_window_survive_pruned_records(api: Bridge, migrated: str) 
     with pytest.raises(ValidationError) as caught:
         api.stats("measured", "forever")
     assert caught.value.field == "window"
+
+
+@on_every_store
+def test_the_next_days_fires_each_labels_rate_and_a_schedules_gaps(
+    api: Bridge, migrated: str
+) -> None:
+    """What the overview and a schedule's page draw, as the store answers on each dialect."""
+    now = datetime.now(UTC).replace(minute=30)
+    for index in range(3):
+        add(api, f"nightly-{index}", timer="0 3 * * *", timezone="UTC", labels=["night"])
+    hourly = add(api, "hourly", timer="0 * * * *", timezone="UTC", labels=["day", "team"])
+    add(api, "paused", timer="0 * * * *", timezone="UTC")
+    api.pause("paused")
+    timeline = api.timeline(now=now)
+    by_timer = {group.timer: group for group in timeline.groups}
+    assert set(by_timer) == {"0 3 * * *", "0 * * * *"} and timeline.left_out == 0
+    nightly, each_hour = by_timer["0 3 * * *"], by_timer["0 * * * *"]
+    assert (nightly.schedules, nightly.first_name, nightly.words) == (
+        3,
+        "nightly-0",
+        "every day at 03:00 (UTC)",
+    )
+    assert [fire.hour for fire in nightly.fires] == [3] and not nightly.more
+    assert each_hour.schedules == 1 and len(each_hour.fires) == 24  # not the paused one
+    assert all(now < fire < now + timedelta(hours=24) for fire in each_hour.fires)
+    # A schedule that skips the even hours is a group of its own, without them.
+    api.add_calendar("even-hours", cron="* */2 * * *", timezone="UTC")
+    add(api, "odd-hours", timer="0 * * * *", timezone="UTC", skip_calendars=["even-hours"])
+    groups = api.timeline(now=now).groups
+    odd = next(group for group in groups if group.first_name == "odd-hours")
+    assert len(odd.fires) == 12 and all(fire.hour % 2 for fire in odd.fires)
+    assert next(g for g in groups if g.first_name == "hourly").schedules == 1
+    for index, status in enumerate(["SUCCESS", "SUCCESS", "FAILURE"]):
+        plan = now - timedelta(hours=index + 1)
+        run_id = record(migrated, hourly.id, plan, "STARTED", started_at=plan)
+        end_run(migrated, run_id, status, plan + timedelta(seconds=1), 1.0)
+    rates = {rate.label: rate for rate in api.label_rates("7d", now=now)}
+    assert set(rates) == {"day", "team"}  # "night" has no run that ended
+    assert rates["day"].counts == {"SUCCESS": 2, "FAILURE": 1}
+    assert rates["day"].success_rate == pytest.approx(2 / 3)
+    assert api.label_rates("1h", now=now + timedelta(days=8)) == []
+    database = database_for(migrated)
+    with database.session() as session:
+        tally.add(session, hourly.id, now - timedelta(hours=5), skipped=2)
+        tally.add(session, hourly.id, now - timedelta(hours=2), missed=4)
+    gaps = api.gaps("hourly", now - timedelta(days=1))
+    assert [(gap.hour, gap.skipped, gap.missed) for gap in gaps] == [
+        (tally.hour_of(now - timedelta(hours=2)), 0, 4),
+        (tally.hour_of(now - timedelta(hours=5)), 2, 0),
+    ]
+    assert api.gaps("hourly", now - timedelta(hours=3)) == gaps[:1]
 
 
 # -- cancel, retry, counters ---------------------------------------------------------------------
@@ -346,7 +403,9 @@ def test_a_deleted_schedule_closes_its_incidents_and_keeps_them(api: Bridge, mig
     assert rows(migrated, "SELECT count(*) FROM task_execution") == [(0,)]
 
 
-def test_an_alert_claim_is_given_back_when_it_cannot_be_sent(api: Bridge, migrated: str) -> None:
+def test_an_alert_a_target_refused_is_tried_again_after_its_backoff(
+    api: Bridge, migrated: str
+) -> None:
     from datetime import timedelta as span
 
     from bridge.storage.incidents import IncidentStore, Opening
@@ -357,9 +416,17 @@ def test_an_alert_claim_is_given_back_when_it_cannot_be_sent(api: Bridge, migrat
     assert store.claim(opened, START, hour) == "opened"
     assert store.claim(opened, START, hour) is None  # claimed: no second sender
     assert [i.id for i in store.owed(START, hour, 10)] == []
-    store.release(opened)
-    assert store.claim(opened, START, hour) == "opened"
+    # Refused by a target: not owed again before the backoff ends, and it says why.
+    store.defer(opened, START + span(seconds=5), "URL 1 (json) refused the opened alert", "o")
+    assert store.claim(opened, START + span(seconds=4), hour) is None
+    [owed] = store.owed(START + span(seconds=6), hour, 10)
+    assert (owed.alert_attempts, owed.alert_error, owed.alert_sent_to) == (
+        1, "URL 1 (json) refused the opened alert", "o",
+    )  # fmt: skip
+    assert store.claim(opened, START + span(seconds=6), hour) == "opened"
     store.sent(opened, "opened", START)
+    [done] = store.page(False, None, 10)
+    assert (done.alert_attempts, done.alert_error, done.alert_sent_to) == (0, None, None)
     assert store.owed(START + span(minutes=1), hour, 10) == []
     # A claim whose holder died lapses: another may send.
     assert store.claim(opened, START + 2 * hour, hour) == "repeat"
@@ -478,7 +545,9 @@ def test_the_watchdog_looks_at_failing_schedules_in_turn_when_there_are_more_tha
     add(api, "healthy")
     with database_for(migrated).engine.begin() as connection:
         connection.execute(
-            update(PeriodicTask).where(PeriodicTask.id.in_(ids)).values(failure_streak=3)
+            update(PeriodicTask)
+            .where(PeriodicTask.id.in_(ids))
+            .values(failure_streak=3, failing_since=FAILING_SINCE)
         )
     store = HealthStore(database_for(migrated))
     now = datetime.now(UTC)
@@ -507,7 +576,11 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
     ids = [add(api, f"failing-{n}").id for n in range(5)]
     table = PeriodicTask.__table__
     with database_for(migrated).engine.begin() as connection:
-        connection.execute(update(table).where(table.c.id.in_(ids)).values(failure_streak=3))
+        connection.execute(
+            update(table)
+            .where(table.c.id.in_(ids))
+            .values(failure_streak=3, failing_since=FAILING_SINCE)
+        )
     watchdog = watchdog_module.Watchdog(app, api.settings, api.database)
     now = datetime.now(UTC)
     for look in range(3):  # looks of 2, 2 and 1
@@ -524,7 +597,9 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
     paused = add(api, "paused-failing").id  # paused, not failing: never an incident
     with database_for(migrated).engine.begin() as connection:
         connection.execute(
-            update(table).where(table.c.id == paused).values(failure_streak=2, enabled=False)
+            update(table)
+            .where(table.c.id == paused)
+            .values(failure_streak=2, failing_since=FAILING_SINCE, enabled=False)
         )
     store = HealthStore(database_for(migrated))
     cursors, rounds = Cursors(), []
@@ -541,7 +616,9 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
             update(table).where(table.c.id == ids[1]).values(broken=True, enabled=False)
         )
         connection.execute(update(table).where(table.c.id == ids[3]).values(enabled=False))
-        connection.execute(update(table).where(table.c.id == ids[4]).values(failure_streak=0))
+        connection.execute(
+            update(table).where(table.c.id == ids[4]).values(failure_streak=0, failing_since=None)
+        )
     after_round = Cursors(settled_after=ids[4], ended_since=later)
     found, _ = store.at_risk(later, 3600.0, 0.0, 2, after_round)
     assert sorted(risk.columns["id"] for risk in found) == [ids[0], ids[1], ids[3], ids[4]]
@@ -607,3 +684,28 @@ def test_the_look_at_ended_runs_gets_past_more_runs_ended_at_one_instant_than_it
         counts.append(len(found))
     assert counts == [2, 2, 0]
     assert cursors.ended_since is not None and cursors.ended_since > instant
+
+
+@on_every_store
+def test_a_schedule_cannot_be_left_naming_a_calendar_that_is_gone(
+    api: Bridge, migrated: str
+) -> None:
+    """The transaction that writes a schedule's calendars holds them and refuses one gone
+    since the API looked (a removal at the same moment), and a calendar's removal sees the
+    schedules written before it: either way no schedule names a calendar that is not."""
+    api.add_calendar("holidays", dates=["2026-12-25"])
+    add(api, "closing", timer="0 9 * * *")
+    edits = Edits(database_for(migrated))
+    change = StoreChange("test", "edit")
+    with (
+        pytest.raises(ValidationError) as refused,
+        edits.changing("closing", change, datetime.now(UTC)) as editing,
+    ):
+        editing.row.skip_calendars = "holidays,gone"
+    assert (refused.value.field, refused.value.value) == ("skip_calendars", "gone")
+    assert api.get("closing").skip_calendars == ()  # nothing written
+    with edits.changing("closing", change, datetime.now(UTC)) as editing:
+        editing.row.skip_calendars = "holidays"
+    with pytest.raises(StateConflict, match="skipped by closing"):
+        api.remove_calendar("holidays")
+    assert [info.name for info in api.calendars()] == ["holidays"]

@@ -211,6 +211,25 @@ def test_overlap_skip_allow_buffer_one_and_replace(pg_env: Env) -> None:
     cold_stop(worker)
 
 
+def test_replace_with_revoke_lets_a_started_run_finish_beside_the_new_one(pg_env: Env) -> None:
+    """``replace_with revoke``: 4 s runs every 2 s are not terminated; each started run
+    finishes, the next starting beside it. Only a run no worker had started is revoked."""
+    env = pg_env
+    add(env, "rv", "slow", "every 2s", "--overlap", "replace", "--replace-with", "revoke",
+        seconds=4)  # fmt: skip
+    assert show(env, "rv")["replace_with"] == "revoke"
+    worker = start_worker(env, 4)
+    beat = env.start("beat")
+    wait_for(lambda: count(env, "rv", "SUCCESS") >= 3, 60, what="three finished rv runs")
+    beat.stop()
+    runs = [r for r in history(env, "rv") if r["started_at"] and r["finished_at"]]
+    assert all(r["finished_at"] - r["started_at"] >= 3 * SEC for r in runs), runs
+    assert not spans_disjoint(runs)  # the new run started while the old one ran
+    assert all(r["started_at"] is None for r in history(env, "rv") if r["status"] == "REVOKED")
+    assert "Terminating" not in worker.log
+    cold_stop(worker)
+
+
 # -- timing: fixed delay, jitter, start/end, remaining, one-shot ---------------------------
 
 
@@ -355,7 +374,23 @@ def test_catchup_latest_all_none_and_window_after_beat_downtime(pg_env: Env) -> 
     # all: every missed occurrence runs, oldest first, each marked catchup.
     every = after_gap("cu-all")
     plan_times = [before["cu-all"], *(r["plan_time"] for r in every)]
-    assert all(b - a == step for a, b in pairwise(plan_times)), plan_times
+    # What each run was, should an occurrence be missing: its plan time, trigger, status
+    # and when it was sent, and the schedule's counts of skips and misses.
+    told = [
+        f"{r['plan_time']:%H:%M:%S.%f} {r['trigger']} {r['status']} sent {r['queued_at']}"
+        for r in every
+    ]
+    counts = {key: show(env, "cu-all")[key] for key in ("skipped_count", "missed_count")}
+    # As for latest: the first occurrence due after the backlog is sent may fall due while
+    # the last catch-up run is still open, and overlap skip skips it, and only it.
+    kinds = [None, *(r["trigger"] for r in every)]
+    gaps = [
+        (b - a, kinds[index], kinds[index + 1]) for index, (a, b) in enumerate(pairwise(plan_times))
+    ]
+    skipped = [gap for gap in gaps if gap[0] != step]
+    assert skipped in ([], [(2 * step, "catchup", "scheduled")]), (before["cu-all"], told, counts)
+    # An occurrence skipped after the last run read is counted too, and in no gap.
+    assert counts["skipped_count"] >= len(skipped) and counts["missed_count"] == 0, counts
     caught = [r for r in every if r["plan_time"] < restarted]
     assert len(caught) >= 3
     sent_order = sorted(caught, key=lambda r: r["queued_at"])
@@ -643,3 +678,71 @@ def test_backfill_and_manual_run_overlap(pg_env: Env) -> None:
     assert f"Terminating {first.id}" in worker.log
     assert [r["trigger"] for r in man.values()] == ["manual", "manual"]
     cold_stop(worker)
+
+
+def test_calendars_skip_their_occurrences_and_next_leaves_them_out(pg_env: Env) -> None:
+    """A schedule firing every second skips a window of its calendar: no run is recorded in
+    it, each occurrence in it is counted excluded, and the runs on either side are sent.
+    ``next`` of a business-day schedule leaves out its holidays, across daylight saving."""
+    start_worker(pg_env, concurrency=4)
+    start_beat(pg_env)
+    cli = pg_env.cli
+    opens = now().replace(microsecond=0) + 6 * SEC
+    window = f"{opens:%Y-%m-%dT%H:%M:%S}/{opens + 4 * SEC:%Y-%m-%dT%H:%M:%S}"
+    cli("calendar", "add", "window", "--range", window, "--timezone", "UTC")
+    add(pg_env, "cal-every", "quick", "every 1s", "--overlap", "allow",
+        "--skip-calendar", "window")  # fmt: skip
+    wait_for(
+        lambda: any(r.plan_time >= opens + 6 * SEC for r in db_runs(pg_env, "cal-every")),
+        60,
+        what="runs after the calendar's window",
+    )
+    plans = [r.plan_time for r in db_runs(pg_env, "cal-every")]
+    inside = [plan for plan in plans if opens <= plan < opens + 4 * SEC]
+    assert not inside, inside
+    assert any(plan < opens for plan in plans) and any(plan >= opens + 4 * SEC for plan in plans)
+    assert show(pg_env, "cal-every")["excluded_count"] == 4
+    assert show(pg_env, "cal-every")["skip_calendars"] == ["window"]
+    refused = cli("calendar", "rm", "window", check=False)
+    assert refused.returncode == 1
+    assert "skipped by cal-every" in refused.stderr
+
+    # Good Friday and Easter Monday 2027 either side of the change to summer time.
+    cli("calendar", "add", "easter", "--dates", "2027-03-26,2027-03-29",
+        "--timezone", "Europe/Berlin")  # fmt: skip
+    add(pg_env, "cal-payroll", "quick", "0 9 * * mon-fri", "--timezone", "Europe/Berlin",
+        "--start", "2027-03-24T00:00:00+01:00", "--skip-calendar", "easter")  # fmt: skip
+    forecast = json.loads(cli("next", "cal-payroll", "--count", "4", "--json").stdout)
+    assert [run["occurrence"] for run in forecast["runs"]] == [
+        "2027-03-24T08:00:00+00:00",
+        "2027-03-25T08:00:00+00:00",
+        "2027-03-30T07:00:00+00:00",
+        "2027-03-31T07:00:00+00:00",
+    ]
+
+
+def test_buffer_all_runs_each_queued_occurrence_in_turn_up_to_its_limit(pg_env: Env) -> None:
+    """Runs of 2.5 s every second under ``buffer_all`` with a queue of at most 3: one run
+    at a time, oldest occurrence first, each occurrence sent or, dropped by the full queue,
+    counted as skipped."""
+    start_worker(pg_env, concurrency=4)
+    start_beat(pg_env, BRIDGE_BUFFER_LIMIT="3")
+    # Sent late by design: expiring at the next occurrence (a second on) they might not
+    # reach a worker in time on a loaded machine.
+    add(pg_env, "buffered", "slow", "every 1s", "--overlap", "buffer_all", "--expires", "1m",
+        seconds=2.5)  # fmt: skip
+    wait_for(lambda: count(pg_env, "buffered", "SUCCESS") >= 5, 60, what="five runs done")
+    pg_env.cli("pause", "buffered")
+    runs = history(pg_env, "buffered")
+    assert {(run["trigger"], run["status"]) for run in runs} <= {
+        ("scheduled", status) for status in ("SENT", "RECEIVED", "STARTED", "SUCCESS")
+    }, runs
+    started = [run for run in runs if run["started_at"] is not None]
+    assert spans_disjoint(started)
+    by_start = [run["plan_time"] for run in sorted(started, key=lambda run: run["started_at"])]
+    assert by_start == sorted(by_start)  # oldest occurrence first
+    plans = [run["plan_time"] for run in runs]
+    assert steps_between(plans[0], plans[1], SEC) == 1  # the first queued, sent next
+    # Every occurrence from the first run to the last is sent, or dropped and counted.
+    passed = steps_between(plans[0], plans[-1], SEC) + 1
+    assert 1 <= passed - len(plans) <= show(pg_env, "buffered")["skipped_count"]

@@ -184,6 +184,20 @@ def test_a_bad_policy_refuses_only_its_entry(
     assert "entry 'past-end' refused: end: got '2020-01-01T00:00:00+00:00'" in logged
 
 
+def test_an_entry_skips_calendars_that_exist_only(
+    migrated: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    Bridge(database_url=migrated).add_calendar("holidays", dates=["2026-12-25"])
+    schedule = {
+        "skips": {**SCHEDULE["text"], "policies": {"skip_calendars": ["holidays"]}},
+        "skips-nothing-known": {**SCHEDULE["text"], "policies": {"skip_calendars": "gone"}},
+    }
+    with caplog.at_level(logging.ERROR, logger="bridge.sync"):
+        api = sync(migrated, schedule)
+    assert [(s.name, s.skip_calendars) for s in api.list()] == [("skips", ("holidays",))]
+    assert "entry 'skips-nothing-known' refused: skip_calendars: got 'gone'" in caplog.text
+
+
 def set_columns(url: str, name: str, **values: Any) -> None:
     """What beat writes as the schedule runs."""
     with database_for(url).session() as session:

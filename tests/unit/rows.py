@@ -21,6 +21,7 @@ class Row:
     args: str = "[]"
     kwargs: str = "{}"
     options: str = "{}"
+    signature: str | None = None
     timer: str = "every 10s"
     timezone: str = "UTC"
     anchor: datetime = T0
@@ -31,6 +32,8 @@ class Row:
     retry_attempt: int | None = None
     retry_at: datetime | None = None
     failure_streak: int = 0
+    success_streak: int = 0
+    failing_since: datetime | None = None
     broken: bool = False
     policy_columns: dict[str, Any] = field(default_factory=lambda: Policies().columns())
 

@@ -93,6 +93,7 @@ def test_every_field_of_add_is_read() -> None:
         "timer",
         "timezone",
         "anchor",
+        "signature",
         "args",
         "kwargs",
         "options",

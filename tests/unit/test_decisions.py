@@ -26,24 +26,31 @@ from bridge.rules.decisions import (
     OpenRun,
     Outcome,
     Send,
+    Settlement,
     State,
+    Streaks,
+    Thresholds,
     Way,
+    advance,
     catchup_share,
     decide,
+    displaced,
     finish_note,
     fire_time,
     first_at_or_after,
     forecast,
     manual_overlap,
     overlap_way,
+    rest,
     resume,
     settle,
     split_stale,
+    streaks_after,
     wait_seconds,
     wake_time,
 )
 from bridge.rules.kinds import RunStatus, Trigger
-from bridge.rules.policy import Catchup, Overlap, Policies
+from bridge.rules.policy import Catchup, Overlap, Policies, ReplaceWith
 from bridge.rules.timers import Timer, parse_timer, upcoming
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -51,6 +58,12 @@ TEN = timedelta(seconds=10)
 EVERY_10S = parse_timer("every 10s", "UTC", T0)
 HOURLY = parse_timer("0 * * * *", "UTC")
 HOUR = timedelta(hours=1)
+THRESHOLDS = Thresholds()
+
+
+def failures(result: Settlement) -> int | None:
+    """The failures in a row a settlement leaves (None: it leaves them as they are)."""
+    return None if result.streaks is None else result.streaks.failures
 
 
 def open_run(run_id: str, updated_at: datetime, status: str = "STARTED") -> OpenRun:
@@ -249,6 +262,107 @@ def test_overlap_buffer_one_starts_the_held_occurrence_once_nothing_runs() -> No
     assert plan.next_occurrence == at(20)
 
 
+def test_overlap_buffer_all_queues_every_occurrence_while_a_run_is_open() -> None:
+    busy = [open_run("busy", at(5))]
+    first = decide(state(overlap="buffer_all"), at(10), busy)
+    assert (first.sends, first.held, first.skipped, first.next_occurrence) == (
+        [],
+        at(10),
+        0,
+        at(20),
+    )
+    second = decide(state(overlap="buffer_all", next_occurrence=at(20), held=at(10)), at(20), busy)
+    assert (second.sends, second.held, second.skipped) == ([], at(10), 0)
+    assert second.next_occurrence == at(30)  # the queue: 10 and 20
+
+
+def test_overlap_buffer_all_starts_the_oldest_queued_once_nothing_runs() -> None:
+    queued = state(overlap="buffer_all", next_occurrence=at(30), held=at(10))
+    plan = decide(queued, at(25), [])
+    assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
+    assert (plan.held, plan.next_occurrence) == (at(20), at(30))
+    last = decide(replace(queued, held=at(20)), at(26), [])
+    assert (last.sends, last.held) == ([Send(at(20), Trigger.SCHEDULED)], None)
+
+
+def test_overlap_buffer_all_drops_the_oldest_past_its_limit_as_skipped() -> None:
+    queued = replace(
+        state(overlap="buffer_all", next_occurrence=at(30), held=at(10)), buffer_limit=2
+    )
+    plan = decide(queued, at(30), [open_run("busy", at(5))])
+    assert (plan.sends, plan.held, plan.skipped) == ([], at(20), 1)
+    assert plan.skip_reason is not None and "buffer of 2 is full" in plan.skip_reason
+
+
+def test_overlap_buffer_all_sends_its_queue_after_the_end_has_passed() -> None:
+    """The cursor is gone past the end (every 10 s, end at 35 s): the queue still runs out."""
+    queued = state(overlap="buffer_all", next_occurrence=None, held=at(10), end=at(35))
+    sent = []
+    for second in (40, 41, 42, 43):
+        plan = decide(queued, at(second), [])
+        sent += [send.plan_time for send in plan.sends]
+        queued = advance(queued, plan)
+    assert sent == [at(10), at(20), at(30)] and queued.held is None
+
+
+def test_overlap_buffer_all_queues_no_more_than_the_runs_remaining() -> None:
+    busy = [open_run("busy", at(5))]
+    queued = state(overlap="buffer_all", next_occurrence=at(30), held=at(10), remaining=2)
+    plan = decide(queued, at(30), busy)
+    assert (plan.held, plan.skipped) == (at(20), 1)
+    spent = decide(replace(queued, policies=replace(queued.policies, remaining=0)), at(31), [])
+    assert (spent.sends, spent.held) == ([], None)
+
+
+def test_overlap_buffer_one_holds_nothing_once_no_run_remains() -> None:
+    held = state(overlap="buffer_one", next_occurrence=at(20), held=at(10), remaining=1)
+    spent = replace(held, policies=replace(held.policies, remaining=0))
+    plan = decide(spent, at(12), [])
+    assert (plan.sends, plan.held) == ([], None)
+
+
+def test_resuming_the_oldest_queued_occurrence_leaves_the_rest_queued() -> None:
+    recorded = OpenRun("held", "PENDING", at(10), at(12), "scheduled")
+    plan = resume(state(overlap="buffer_all", next_occurrence=at(30), held=at(10)), [recorded])
+    assert plan.sends == [Send(at(10), Trigger.SCHEDULED)]
+    assert (plan.held, plan.next_occurrence) == (at(20), at(30))
+
+
+@settings(deadline=None, max_examples=50)  # a simulation of 390 seconds per example
+@given(st.integers(11, 60), st.integers(1, 9))
+def test_under_buffer_all_every_occurrence_runs_once_in_order_one_at_a_time(
+    runtime: int, beat_delay: int
+) -> None:
+    """Runs of ``runtime`` seconds for a schedule every 10 s, beat acting ``beat_delay``
+    seconds late now and then: the runs started are the occurrences in order, with none
+    left out, none twice and never two at once, while the queue stays under its limit."""
+    current = state(overlap="buffer_all")
+    nextrun: datetime | None = at(10)
+    sent: list[datetime] = []
+    ends_at: datetime | None = None
+    for second in range(10, 400):
+        now = at(second)
+        ended = ends_at is not None and now >= ends_at
+        if ended:
+            ends_at = None
+        due = nextrun is not None and now >= nextrun + timedelta(seconds=second % beat_delay)
+        if not (due or (ended and current.held is not None)):
+            continue
+        live = [] if ends_at is None else [open_run("running", now)]
+        plan = decide(replace(current, nextrun=nextrun), now, live)
+        assert plan.skipped == plan.missed == 0
+        for send in plan.sends:
+            assert ends_at is None, "two runs at once"
+            sent.append(send.plan_time)
+            ends_at = now + timedelta(seconds=runtime)
+        current = advance(current, plan)
+        nextrun = rest(
+            current, current.next_occurrence, now, plan.waiting, ends_at is not None
+        ).nextrun
+    assert sent == [at(10 * (index + 1)) for index in range(len(sent))]
+    assert len(sent) >= 390 // runtime - 1
+
+
 def test_resuming_a_held_occurrence_sends_it_unheld_without_moving_the_cursor_back() -> None:
     """A fire of a held occurrence cut short after recording it: the cursor is already past it."""
     recorded = OpenRun("held", "PENDING", at(10), at(12), "scheduled")
@@ -391,8 +505,8 @@ def test_a_fixed_delay_waits_for_the_run_to_finish() -> None:
     assert finish_note(delay, None, None) is None
     finished = Outcome(Trigger.SCHEDULED, RunStatus.SUCCESS, at(10), 1, at(17))
     waiting = state(parse_timer("every 10s after completion", "UTC", T0), None)
-    assert settle(waiting, finished, True, at(17)).next_occurrence == at(27)
-    assert settle(waiting, finished, False, at(17)).next_occurrence is None
+    assert settle(waiting, finished, True, at(17), THRESHOLDS).next_occurrence == at(27)
+    assert settle(waiting, finished, False, at(17), THRESHOLDS).next_occurrence is None
 
 
 # ----------------------------------------------------------------------------- settle
@@ -404,61 +518,61 @@ def failed(attempt: int = 1, trigger: Trigger = Trigger.SCHEDULED) -> Outcome:
 
 def test_a_failed_attempt_with_attempts_left_owes_a_retry_after_the_backoff() -> None:
     retrying = state(max_attempts=3, backoff="5s,30s")
-    assert settle(retrying, failed(1), True, at(12)).retry == (at(10), 2, at(17))
-    assert settle(retrying, failed(2), True, at(12)).retry == (at(10), 3, at(42))
-    last = settle(retrying, failed(3), True, at(12))
-    assert last.retry is None and last.failure_streak == 1
+    assert settle(retrying, failed(1), True, at(12), THRESHOLDS).retry == (at(10), 2, at(17))
+    assert settle(retrying, failed(2), True, at(12), THRESHOLDS).retry == (at(10), 3, at(42))
+    last = settle(retrying, failed(3), True, at(12), THRESHOLDS)
+    assert last.retry is None and failures(last) == 1
 
 
 def test_the_breaker_trips_after_n_consecutive_failed_occurrences() -> None:
     breaking = State(1, EVERY_10S, Policies.build({"max_failures": 3}), at(20), failure_streak=2)
-    result = settle(breaking, failed(), True, at(12))
-    assert result.failure_streak == 3
+    result = settle(breaking, failed(), True, at(12), THRESHOLDS)
+    assert failures(result) == 3
     assert result.broken_note == (
         "broken: 3 consecutive failed runs; last error: RuntimeError: boom"
     )
     lost = Outcome(Trigger.SCHEDULED, RunStatus.LOST, at(10), 1, at(12), None)
-    assert settle(breaking, lost, True, at(12)).broken_note is not None
+    assert settle(breaking, lost, True, at(12), THRESHOLDS).broken_note is not None
 
 
 def test_success_resets_the_streak_and_revoked_neither_counts_nor_resets() -> None:
     ok = Outcome(Trigger.SCHEDULED, RunStatus.SUCCESS, at(10), 1, at(12))
     revoked = Outcome(Trigger.SCHEDULED, RunStatus.REVOKED, at(10), 1, at(12))
-    assert settle(state(), ok, True, at(12)).failure_streak == 0
-    assert settle(state(), revoked, True, at(12)).failure_streak is None
+    assert failures(settle(state(), ok, True, at(12), THRESHOLDS)) == 0
+    assert failures(settle(state(), revoked, True, at(12), THRESHOLDS)) is None
 
 
 @pytest.mark.parametrize("trigger", [Trigger.SCHEDULED, Trigger.MANUAL, Trigger.RETRY])
 def test_an_expired_run_is_counted_as_such_whatever_its_trigger(trigger: Trigger) -> None:
     expired = Outcome(trigger, RunStatus.REVOKED, at(10), 1, at(13), EXPIRED)
     replaced = Outcome(trigger, RunStatus.REVOKED, at(10), 1, at(13), "replaced by run x")
-    result = settle(state(), expired, True, at(13))
-    assert result.expired and result.failure_streak is None and result.retry is None
-    assert not settle(state(), replaced, True, at(13)).expired
-    assert not settle(state(), failed(), True, at(13)).expired
+    result = settle(state(), expired, True, at(13), THRESHOLDS)
+    assert result.expired and failures(result) is None and result.retry is None
+    assert not settle(state(), replaced, True, at(13), THRESHOLDS).expired
+    assert not settle(state(), failed(), True, at(13), THRESHOLDS).expired
 
 
 @pytest.mark.parametrize("trigger", [Trigger.MANUAL, Trigger.BACKFILL, Trigger.EXTERNAL])
 def test_manual_and_backfill_runs_never_trip_the_breaker(trigger: Trigger) -> None:
     breaking = State(1, EVERY_10S, Policies.build({"max_failures": 1}), at(20))
-    result = settle(breaking, failed(trigger=trigger), True, at(12))
-    assert result.failure_streak is None and result.broken_note is None and result.retry is None
+    result = settle(breaking, failed(trigger=trigger), True, at(12), THRESHOLDS)
+    assert failures(result) is None and result.broken_note is None and result.retry is None
 
 
 def test_any_final_run_wakes_a_held_occurrence() -> None:
     holding = state(overlap="buffer_one", held=at(10))
     ok = Outcome(Trigger.MANUAL, RunStatus.SUCCESS, None, 1, at(12))
-    assert settle(holding, ok, True, at(12)).wake
+    assert settle(holding, ok, True, at(12), THRESHOLDS).wake
 
 
 def test_the_end_of_a_run_wakes_owed_work_and_only_one_retry_is_owed() -> None:
     owed = state(catchup="all", next_occurrence=at(20), max_attempts=3)
     ok = Outcome(Trigger.CATCHUP, RunStatus.SUCCESS, at(10), 1, at(21))
-    assert settle(owed, ok, True, at(21)).wake
-    assert not settle(state(next_occurrence=at(30)), ok, True, at(21)).wake
+    assert settle(owed, ok, True, at(21), THRESHOLDS).wake
+    assert not settle(state(next_occurrence=at(30)), ok, True, at(21), THRESHOLDS).wake
     already = state(max_attempts=3, retry=(at(0), 2, at(40)))
-    result = settle(already, failed(), True, at(12))
-    assert result.retry is None and result.failure_streak == 1
+    result = settle(already, failed(), True, at(12), THRESHOLDS)
+    assert result.retry is None and failures(result) == 1
 
 
 def test_replace_never_runs_a_just_sent_retry_beside_a_new_occurrence() -> None:
@@ -472,7 +586,7 @@ def test_a_fixed_delay_whose_next_run_would_pass_its_end_finishes() -> None:
     timer = parse_timer("every 10s after completion", "UTC", T0)
     ending = State(1, timer, Policies.build({"end": at(20).isoformat()}), None)
     finished = Outcome(Trigger.SCHEDULED, RunStatus.SUCCESS, at(10), 1, at(15))
-    result = settle(ending, finished, True, at(15))
+    result = settle(ending, finished, True, at(15), THRESHOLDS)
     assert result.next_occurrence is None
     assert result.finish_note == NOTE_PAST_END
 
@@ -480,9 +594,9 @@ def test_a_fixed_delay_whose_next_run_would_pass_its_end_finishes() -> None:
 def test_an_owed_retry_that_fails_before_beat_clears_it_still_owes_the_next() -> None:
     """Attempt 2 fails so fast that the row still names it as the owed retry."""
     retrying = state(max_attempts=3, max_failures=1, retry=(at(10), 2, at(12)))
-    result = settle(retrying, failed(2), True, at(14))
+    result = settle(retrying, failed(2), True, at(14), THRESHOLDS)
     assert result.retry == (at(10), 3, at(12))
-    assert result.failure_streak is None and result.broken_note is None
+    assert failures(result) is None and result.broken_note is None
 
 
 # ----------------------------------------------------------------------- wait_seconds
@@ -682,3 +796,91 @@ def test_a_plain_schedule_forecasts_its_timer_occurrences(
     assert [run.occurrence for run in outlook.runs] == upcoming(timer, now, count)
     assert all(run.fire_at == run.occurrence == run.latest for run in outlook.runs)
     assert outlook.end is None
+
+
+# -- alert thresholds ---------------------------------------------------------------------
+
+
+def failing_along(outcomes: str, policies: Policies, thresholds: Thresholds = THRESHOLDS) -> str:
+    """Whether the schedule is failing after each outcome (``F`` failed, ``S`` succeeded):
+    ``x`` failing, ``.`` not."""
+    state, shown = State(1, EVERY_10S, policies, at(0)), []
+    for index, outcome in enumerate(outcomes):
+        streaks = streaks_after(state, outcome == "F", at(index), thresholds)
+        state = replace(
+            state,
+            failure_streak=streaks.failures,
+            success_streak=streaks.successes,
+            failing_since=streaks.failing_since,
+        )
+        shown.append("x" if streaks.failing_since is not None else ".")
+    return "".join(shown)
+
+
+def test_failing_from_the_nth_failure_in_a_row_to_the_mth_success_in_a_row() -> None:
+    policies = Policies.build({"alert_after": 3, "recover_after": 2})
+    assert failing_along("FFSFFFSFSSFF", policies) == ".....xxxx..."
+    # The app's thresholds, where the schedule has none of its own.
+    assert failing_along("FFSFFFSFSSFF", Policies(), Thresholds(2, 1)) == ".x..xx.....x"
+    assert failing_along("FFSFFFSFSSFF", Policies(), THRESHOLDS) == "xx.xxx.x..xx"
+
+
+def test_failing_since_is_its_nth_failure_and_stays_while_it_recovers() -> None:
+    state = State(1, EVERY_10S, Policies.build({"alert_after": 2, "recover_after": 3}), at(0))
+    first = streaks_after(state, True, at(1), THRESHOLDS)
+    assert first == Streaks(1, 0, None)
+    second = streaks_after(replace(state, failure_streak=1), True, at(2), THRESHOLDS)
+    assert second == Streaks(2, 0, at(2))
+    failing = replace(state, failure_streak=0, success_streak=1, failing_since=at(2))
+    assert streaks_after(failing, False, at(3), THRESHOLDS) == Streaks(0, 2, at(2))
+    assert streaks_after(failing, True, at(3), THRESHOLDS) == Streaks(1, 0, at(2))
+    # A schedule that is not failing counts no success: a success writes nothing new.
+    assert streaks_after(state, False, at(3), THRESHOLDS) == Streaks(0, 0, None)
+
+
+@given(st.text(alphabet="FS", max_size=40), st.integers(1, 5), st.integers(1, 5))
+def test_the_thresholds_hold_for_any_history(outcomes: str, alert: int, recover: int) -> None:
+    policies = Policies.build({"alert_after": alert, "recover_after": recover})
+    shown = failing_along(outcomes, policies)
+    for index, flag in enumerate(shown):
+        before = outcomes[: index + 1]
+        # Never failing without `alert` failures in a row at some point up to here.
+        if flag == "x":
+            assert "F" * alert in before
+        # Failing, it recovers only at the `recover`-th success in a row.
+        if index and shown[index - 1] == "x" and flag == ".":
+            assert before.endswith("S" * recover)
+        if index and shown[index - 1] == "x" and before.endswith("F"):
+            assert flag == "x"
+    # With both thresholds at 1: failing exactly when the last occurrence failed.
+    assert failing_along(outcomes, Policies()) == "".join(
+        "x" if outcome == "F" else "." for outcome in outcomes
+    )
+
+
+def test_a_threshold_of_zero_is_refused_naming_the_field() -> None:
+    for field in ("alert_after", "recover_after"):
+        with pytest.raises(ValidationError) as caught:
+            Policies.build({field: 0})
+        assert (caught.value.field, caught.value.value) == (field, 0)
+
+
+# -- replace with ------------------------------------------------------------------------------
+
+
+def test_replace_terminates_every_open_run_or_revokes_those_not_started() -> None:
+    live = [open_run("sent", at(0), "SENT"), open_run("started", at(0), "STARTED")]
+    terminating = State(1, EVERY_10S, Policies.build({"overlap": "replace"}), at(10))
+    plan = decide(terminating, at(10), live)
+    assert (plan.revoke, plan.terminate) == (["sent", "started"], True)
+    assert [send.plan_time for send in plan.sends] == [at(10)]
+    revoking = replace(
+        terminating, policies=Policies.build({"overlap": "replace", "replace_with": "revoke"})
+    )
+    plan = decide(revoking, at(10), live)
+    assert (plan.revoke, plan.terminate) == (["sent"], False)
+    assert [send.plan_time for send in plan.sends] == [at(10)]  # beside the started run
+    assert displaced(live[1:], ReplaceWith.REVOKE) == []
+    with pytest.raises(ValidationError) as caught:
+        Policies.build({"replace_with": "kill"})
+    assert (caught.value.field, caught.value.value) == ("replace_with", "kill")

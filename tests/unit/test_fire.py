@@ -85,6 +85,7 @@ def test_a_due_row_gives_one_pending_run_under_its_occurrences_id() -> None:
             "trigger": "scheduled",
             "status": "PENDING",
             "updated_at": T0 + SECOND,
+            "canvas_left": None,
         }
     ]
     assert (fire.payload.args, fire.payload.kwargs) == ([1, 2], {"x": 3})

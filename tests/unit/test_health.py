@@ -29,7 +29,6 @@ HEALTHY = Watched(
     nextrun=NOW + timedelta(minutes=5),
     failure_streak=0,
     last_run_at=NOW - timedelta(minutes=5),
-    last_failure_at=None,
     grace=GRACE,
     max_runtime=timedelta(minutes=10),
 )
@@ -64,7 +63,8 @@ def test_each_state_from_its_cause() -> None:
     assert state(open_runs=[run("STARTED", 300, 290)]) is Health.RUNNING
     assert state(open_runs=[run("SENT", 300, queued_ago=120)]) is Health.LATE
     assert state(nextrun=NOW - timedelta(minutes=2)) is Health.LATE
-    assert state(failure_streak=2, last_failure_at=NOW) is Health.FAILING
+    assert state(failure_streak=2, failing_since=NOW) is Health.FAILING
+    assert state(failure_streak=2) is Health.OK  # below its alert_after
     assert state(last_run_at=None) is Health.NEW
 
 
@@ -98,8 +98,12 @@ def test_the_reasons_read_as_sentences() -> None:
     assert overrun.since == NOW - timedelta(seconds=300)
     late = health_of(replace(HEALTHY, nextrun=NOW - timedelta(hours=2, minutes=5)), NOW)
     assert late.reason == "due 2h5m ago and not sent (grace 1m)"
-    failing = health_of(replace(HEALTHY, failure_streak=1), NOW)
+    failing = health_of(replace(HEALTHY, failure_streak=1, failing_since=NOW), NOW)
     assert failing.reason == "its last 1 occurrence failed"
+    assert failing.since == NOW
+    recovering = health_of(replace(HEALTHY, success_streak=2, failing_since=NOW), NOW)
+    assert recovering.health is Health.FAILING
+    assert recovering.reason == "it failed, and has succeeded 2 times in a row since"
 
 
 statuses = st.sampled_from(["PENDING", "SENT", "RECEIVED", "STARTED", "RETRY"])
@@ -123,8 +127,9 @@ watched = st.builds(
     note=st.none() | st.text(max_size=5),
     nextrun=st.none() | st.builds(lambda s: NOW + timedelta(seconds=s), st.floats(-7200, 7200)),
     failure_streak=st.integers(0, 5),
+    failing_since=st.none() | st.just(NOW - timedelta(minutes=30)),
+    success_streak=st.integers(0, 3),
     last_run_at=st.none() | st.just(NOW - timedelta(hours=1)),
-    last_failure_at=st.none() | st.just(NOW - timedelta(minutes=30)),
     grace=st.builds(lambda s: timedelta(seconds=s), st.floats(1, 3600)),
     max_runtime=st.none() | st.builds(lambda s: timedelta(seconds=s), st.floats(1, 3600)),
     open_runs=open_runs,
@@ -155,6 +160,7 @@ def test_a_healthy_row_with_nothing_open_is_ok_or_new(subject: Watched) -> None:
         enabled=True,
         broken=False,
         failure_streak=0,
+        failing_since=None,
         open_runs=[],
         nextrun=NOW + timedelta(seconds=1),
     )

@@ -109,7 +109,9 @@ ROW: dict[str, Any] = {
     "args": "[]",
     "kwargs": '{"x":1}',
     "options": "{}",
+    "signature": None,
     "overlap": "skip",
+    "replace_with": "terminate",
     "catchup": "latest",
     "catchup_window": None,
     "jitter": 0.0,
@@ -123,8 +125,11 @@ ROW: dict[str, Any] = {
     "grace": None,
     "max_runtime": 600.0,
     "on_overrun": "none",
+    "alert_after": 3,
+    "recover_after": None,
     "keep_runs": None,
     "keep_days": 0,
+    "skip_calendars": "holidays",
     "enabled": True,
     "broken": False,
     "note": None,
@@ -136,6 +141,9 @@ ROW: dict[str, Any] = {
 def test_a_snapshot_shows_what_people_set_as_json() -> None:
     shown = snapshot(ROW, ("b", "a"))
     assert shown["kwargs"] == {"x": 1}
+    assert shown["signature"] is None
+    canvas = snapshot({**ROW, "signature": '{"task":"t"}'}, ())["signature"]
+    assert canvas == {"task": "t"}
     assert shown["start_at"] == "2026-12-01T00:00:00+00:00"
     assert shown["labels"] == ["a", "b"]
     assert "nextrun" not in shown  # beat moves it; no one sets it

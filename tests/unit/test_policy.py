@@ -67,6 +67,7 @@ def test_defaults_of_a_new_schedule() -> None:
     assert Policies.build({}) == Policies()
     assert Policies().columns() == {
         "overlap": "skip",
+        "replace_with": "terminate",
         "catchup": "latest",
         "catchup_window": None,
         "jitter": 0.0,
@@ -80,8 +81,11 @@ def test_defaults_of_a_new_schedule() -> None:
         "grace": None,
         "max_runtime": None,
         "on_overrun": "none",
+        "alert_after": None,
+        "recover_after": None,
         "keep_runs": None,
         "keep_days": None,
+        "skip_calendars": None,
     }
 
 
@@ -89,6 +93,7 @@ def test_build_reads_the_user_forms() -> None:
     """Text as the CLI gives it becomes the normalised value."""
     given_text: dict[str, Any] = {
         "overlap": "replace",
+        "replace_with": "terminate",
         "catchup": "all",
         "catchup_window": "1h",
         "jitter": "30s",
@@ -174,6 +179,7 @@ def test_to_json_is_the_user_form_and_builds_the_same_value() -> None:
     """to_json writes durations as text and times as ISO-8601 UTC; build reads it back."""
     assert FULL.to_json() == {
         "overlap": "replace",
+        "replace_with": "terminate",
         "catchup": "all",
         "catchup_window": "1h",
         "jitter": "30s",
@@ -187,8 +193,11 @@ def test_to_json_is_the_user_form_and_builds_the_same_value() -> None:
         "grace": None,
         "max_runtime": None,
         "on_overrun": "none",
+        "alert_after": None,
+        "recover_after": None,
         "keep_runs": None,
         "keep_days": None,
+        "skip_calendars": [],
     }
     assert Policies.build(FULL.to_json()) == FULL
     assert Policies.build(Policies().to_json()) == Policies()
@@ -228,8 +237,8 @@ COUNT = "a whole number from 1 to 2147483647"
 @pytest.mark.parametrize(
     ("field", "value", "expected"),
     [
-        ("overlap", "sometimes", "one of skip|allow|buffer_one|replace"),
-        ("overlap", "SKIP", "one of skip|allow|buffer_one|replace"),
+        ("overlap", "sometimes", "one of skip|allow|buffer_one|buffer_all|replace"),
+        ("overlap", "SKIP", "one of skip|allow|buffer_one|buffer_all|replace"),
         ("catchup", "most", "one of latest|all|none"),
         ("catchup_window", "soon", DURATION + " of at most 3650d or 'none'"),
         ("catchup_window", "3651d", DURATION + " of at most 3650d"),
@@ -315,7 +324,9 @@ def test_an_end_before_the_base_start_is_refused() -> None:
 def test_an_unknown_keyword_is_refused_with_the_list() -> None:
     with pytest.raises(ValidationError) as caught:
         Policies.build({"overlap": "allow", "colour": "red"})
-    assert_refusal(caught.value, "policy", "colour", "one of overlap, catchup, catchup_window")
+    assert_refusal(
+        caught.value, "policy", "colour", "one of overlap, replace_with, catchup, catchup_window"
+    )
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from bridge.rules.decisions import Outcome
 from bridge.rules.kinds import FINAL_STATUSES, RunStatus, Trigger
-from bridge.rules.records import NOT_RECEIVED, NOT_STARTED, OPEN, Change, Effects
+from bridge.rules.records import NOT_RECEIVED, NOT_STARTED, ON_ITS_WAY, OPEN, Change, Effects
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 PLAN = datetime(2026, 3, 1, 11, 59, 50, tzinfo=UTC)
@@ -35,6 +35,9 @@ class Run:
     plan_time: datetime | None = PLAN
     attempt: int = 1
     queued_at: datetime | None = None
+    started_at: datetime | None = None
+    #: Of a run of a canvas, the successes of its ending tasks it waits for.
+    canvas_left: int | None = None
 
 
 class Reply:
@@ -177,6 +180,7 @@ KINDS = [
     (RunStatus.RECEIVED, NOT_RECEIVED),
     (RunStatus.STARTED, OPEN),
     (RunStatus.STARTED, NOT_STARTED),
+    (RunStatus.STARTED, ON_ITS_WAY),
     (RunStatus.RETRY, OPEN),
     (RunStatus.SUCCESS, OPEN),
     (RunStatus.FAILURE, OPEN),
@@ -206,6 +210,8 @@ def batch(
             {"worker": worker, f"by_{i}": True},
             queued=queued,
             reply=Reply(),
+            # A success reported by w2 is that of one of the tasks ending a canvas.
+            part=status is RunStatus.SUCCESS and worker == "w2",
         )
         for i, (run_id, (status, moves_from), queued, worker) in enumerate(drawn)
     ]
@@ -221,12 +227,13 @@ def written(run: Run, values: dict[str, Any]) -> dict[str, Any]:
     st.sampled_from([s.value for s in RunStatus]),
     st.sampled_from([s.value for s in RunStatus]),
     st.booleans(),
+    st.sampled_from([None, 1, 2, 3]),
 )
 def test_a_batch_does_what_its_changes_would_do_written_one_at_a_time(
-    drawn: list[Any], status_a: str, status_b: str, queued: bool
+    drawn: list[Any], status_a: str, status_b: str, queued: bool, canvas_left: int | None
 ) -> None:
     runs = {
-        "a": Run(status_a, queued_at=at(-5) if queued else None),
+        "a": Run(status_a, queued_at=at(-5) if queued else None, canvas_left=canvas_left),
         "b": Run(status_b, periodic_task_id=None, trigger="external"),
     }
     changes = batch(drawn)
@@ -323,3 +330,39 @@ def test_an_outcome_refuses_a_status_or_trigger_that_does_not_exist() -> None:
         Outcome.of({**record, "status": "DONE", "error": None})
     with pytest.raises(ValueError, match="weekly"):
         Outcome.of({**record, "status": "SUCCESS", "trigger": "weekly", "error": None})
+
+
+# -------------------------------------------------------------------------- canvas
+
+
+def part(run_id: str, when: datetime) -> Change:
+    return Change(run_id, RunStatus.SUCCESS, OPEN, when, {"finished_at": when}, part=True)
+
+
+def test_a_canvas_run_ends_with_the_last_of_its_ending_tasks() -> None:
+    """A group of three ending tasks: the run stays open through two successes, ends
+    SUCCESS with the third, and lasts from its first task's start to that end."""
+    runs = {"r": Run("STARTED", started_at=at(0), canvas_left=3)}
+    effects = Effects.of([part("r", at(5)), part("r", at(7))], runs)
+    assert effects.status["r"] is RunStatus.STARTED and not effects.ended
+    assert effects.values["r"]["canvas_left"] == 1
+    written_run = Run("STARTED", started_at=at(0), canvas_left=1)
+    effects = Effects.of([part("r", at(9))], {"r": written_run})
+    assert effects.ended == ["r"] and effects.status["r"] is RunStatus.SUCCESS
+    assert effects.values["r"]["runtime"] == 9.0 and effects.values["r"]["canvas_left"] == 0
+
+
+def test_a_failure_of_any_task_ends_a_canvas_run_and_keeps_the_first_error() -> None:
+    runs = {"r": Run("STARTED", started_at=at(0), canvas_left=2)}
+    effects = Effects.of(
+        [
+            part("r", at(1)),
+            ended("r", RunStatus.FAILURE, at(2), error="RuntimeError: first"),
+            ended("r", RunStatus.FAILURE, at(3), error="RuntimeError: second"),
+            part("r", at(4)),
+        ],
+        runs,
+    )
+    assert effects.ended == ["r"] and effects.status["r"] is RunStatus.FAILURE
+    assert effects.values["r"]["error"] == "RuntimeError: first"
+    assert effects.values["r"]["runtime"] == 2.0

@@ -33,8 +33,9 @@ from bridge.rules.definition import (
     require_occurrence,
     stored_timezone,
 )
+from bridge.rules.options import check_options
 from bridge.rules.policy import Overlap, Policies
-from bridge.rules.runs import Payload, check_options, expires_at, ids_of_occurrence, run_id_for
+from bridge.rules.runs import Payload, expires_at, ids_of_occurrence, run_id_for
 from bridge.rules.timers import Timer, parse_timer
 
 ANCHOR = datetime(2026, 1, 1, tzinfo=UTC)
@@ -101,7 +102,9 @@ def test_build_definition_normalises_what_it_stores() -> None:
         "args": '[1,"two"]',
         "kwargs": '{"a":1,"b":2}',
         "options": '{"priority":3,"queue":"reports"}',
+        "signature": None,
         "overlap": "allow",
+        "replace_with": "terminate",
         "catchup": "latest",
         "catchup_window": None,
         "jitter": 60.0,
@@ -115,8 +118,11 @@ def test_build_definition_normalises_what_it_stores() -> None:
         "grace": None,
         "max_runtime": None,
         "on_overrun": "none",
+        "alert_after": None,
+        "recover_after": None,
         "keep_runs": None,
         "keep_days": None,
+        "skip_calendars": None,
     }
     assert timer.text == "every 1m30s"
     assert timer.next_after(ANCHOR) == ANCHOR + timedelta(seconds=90)

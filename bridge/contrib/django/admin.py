@@ -89,8 +89,9 @@ class LabelFilter(admin.SimpleListFilter):
 
 
 def _policy_field(name: str) -> forms.Field:
-    """A policy's form field: a choice of its values when it has a few (overlap, catch-up,
-    on overrun), else text as the CLI takes it; its help says what each does."""
+    """A policy's form field: a choice of its values when it has a few (overlap, replace
+    with, catch-up, on overrun), else text as the CLI takes it; its help says what each
+    does."""
     metavar, help_text = POLICY_HELP[name]
     label = name.replace("_", " ")
     if metavar.islower():

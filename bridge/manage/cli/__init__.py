@@ -6,7 +6,8 @@ imports a command's module only when the command runs or is listed
 (:class:`.group.LazyGroup`). Its commands live in one module per kind of
 work: :mod:`.schedules`, :mod:`.runs`, :mod:`.health`,
 :mod:`.transfer` (import and export), :mod:`.service` (migrate and
-serve) and :mod:`.tokens` (the HTTP server's named tokens); what they
+serve), :mod:`.tokens` (the HTTP server's named tokens) and
+:mod:`.calendars` (the calendars schedules skip); what they
 share, in :mod:`.command` (the bridge they act through,
 failures in one line), :mod:`.group` (the groups), :mod:`.options`, :mod:`.types` and
 :mod:`.formatting`.
@@ -32,6 +33,7 @@ COMMAND_MODULES = {
     **dict.fromkeys(("import", "export"), "transfer"),
     **dict.fromkeys(("migrate", "serve"), "service"),
     "token": "tokens",
+    "calendar": "calendars",
 }
 
 

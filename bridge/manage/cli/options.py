@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from bridge.errors import ValidationError
 from bridge.manage.cli.command import F
 from bridge.manage.fields import DEFINITION_HELP, POLICY_HELP
 from bridge.rules.policy import POLICY_NAMES
@@ -58,6 +59,13 @@ DEFINITION_OPTIONS = [
     ),
     click.option("--options", metavar="JSON", help=DEFINITION_HELP["options"]),
     click.option(
+        "--signature-file",
+        "signature",
+        metavar="FILE.json",
+        help=DEFINITION_HELP["signature"] + " Read from FILE ('-': standard input); edit "
+        "replaces it.",
+    ),
+    click.option(
         "--allow-unknown-task",
         is_flag=True,
         help=DEFINITION_HELP["allow_unknown_task"] + " (Only the workers import it.)",
@@ -65,9 +73,28 @@ DEFINITION_OPTIONS = [
 ]
 
 
+def read_signature(definition: dict[str, Any]) -> dict[str, Any]:
+    """``definition`` with the file ``--signature-file`` names read (``-``: standard input;
+    ``none`` clears the canvas), as the command runs rather than as its options parse."""
+    path = definition.get("signature")
+    if path is None or path == "none":
+        return definition
+    try:
+        with click.open_file(path, encoding="utf-8") as file:
+            return {**definition, "signature": str(file.read())}
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+        raise ValidationError(
+            "signature-file", path, f"a readable UTF-8 file of Celery's signature JSON ({reason})"
+        ) from None
+
+
 def definition_options(command: F) -> F:
     """What the schedule runs and when, passed to the command as ``definition``."""
-    names = ("task", "timer", "args", "kwargs", "timezone", "queue", "labels", "options")
+    names = (
+        *("task", "timer", "signature", "args", "kwargs", "timezone", "queue"),
+        *("labels", "options"),
+    )
     return with_options(
         DEFINITION_OPTIONS, collected("definition", (*names, "allow_unknown_task"))(command)
     )
@@ -81,7 +108,9 @@ def policy_options(command: F) -> F:
     """
     return with_options(
         [
-            click.option(
+            _skip_calendar_option
+            if name == "skip_calendars"
+            else click.option(
                 f"--{name.replace('_', '-')}",
                 name,
                 metavar=POLICY_HELP[name][0],
@@ -91,3 +120,26 @@ def policy_options(command: F) -> F:
         ],
         collected("policies", POLICY_NAMES)(command),
     )
+
+
+def _calendar_names(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> list[str] | str | None:
+    """``--skip-calendar`` given once per calendar: their list, ``none`` to clear them, or
+    None when not given (an edit keeps the stored ones)."""
+    if value == ("none",):
+        return "none"
+    return list(value) or None
+
+
+#: A schedule's calendars, one ``--skip-calendar NAME`` each (edit replaces the list).
+_skip_calendar_option = click.option(
+    "--skip-calendar",
+    "skip_calendars",
+    multiple=True,
+    metavar="NAME",
+    callback=_calendar_names,
+    help="A calendar (bridge calendar add) on whose days and times no occurrence is sent, "
+    "each counted as excluded; repeat it for several, edit replaces them, 'none' removes "
+    "them. Default: none.",
+)

@@ -73,6 +73,7 @@ def backfill(ctx: click.Context, name: str, start: str, end: str, overlap: str, 
     click.echo(
         f"backfilled {name}: {sent} run{'' if sent == 1 else 's'} sent, "
         f"{result.existing} already recorded"
+        + (f", {result.excluded} on its calendars" if result.excluded else "")
     )
 
 

@@ -22,13 +22,21 @@ from bridge.manage.cli.formatting import (
     next_run_text,
     state_text,
 )
-from bridge.manage.cli.options import definition_options, json_option, policy_options
+from bridge.manage.cli.options import (
+    definition_options,
+    json_option,
+    policy_options,
+    read_signature,
+)
 from bridge.manage.cli.types import WholeNumber
 from bridge.rules.health import Health
 from bridge.rules.timer_base import TIMER_EXPECTED
 
 #: What ``add`` needs besides the name, and what each takes.
-REQUIRED = {"task": "a Celery task name", "timer": TIMER_EXPECTED}
+REQUIRED = {
+    "task": "a Celery task name (or --signature-file with a canvas)",
+    "timer": TIMER_EXPECTED,
+}
 
 
 @click.command()
@@ -47,8 +55,9 @@ def add(
 ) -> None:
     """Create a schedule."""
     for required, what in REQUIRED.items():
-        if required not in definition:
+        if required not in definition and not (required == "task" and "signature" in definition):
             raise click.UsageError(f"{required}: got nothing, expected --{required} with {what}")
+    definition = read_signature(definition)
     schedule = bridge_of(ctx).add(name, **definition, **policies, enabled=not disabled)
     click.echo(f"added {schedule.name}: next run {next_run_text(schedule)}")
 
@@ -66,11 +75,12 @@ def edit(
     if not policies and set(definition) <= {"allow_unknown_task"}:
         raise click.UsageError(
             f"edit {name!r}: nothing to change; expected at least one of --task, --timer, "
-            "--args, --kwargs, --timezone, --queue, --labels, --options or a policy option"
+            "--signature-file, --args, --kwargs, --timezone, --queue, --labels, --options or a "
+            "policy option"
         )
     api = bridge_of(ctx)
     before = api.get(name)
-    schedule = api.edit(name, **definition, **policies)
+    schedule = api.edit(name, **read_signature(definition), **policies)
     done = "changed" if schedule.updated_at != before.updated_at else "unchanged"
     click.echo(f"{done} {schedule.name}: next run {next_run_text(schedule)}")
 
@@ -190,6 +200,8 @@ def _field_text(schedule: Schedule, key: str, value: Any) -> str:
     """One field of ``show``: times local, durations as written, JSON as JSON."""
     if key == "nextrun":
         return next_run_text(schedule)
+    if key == "signature" and value is not None:
+        return schedule.canvas or "-"  # in a line; --json gives Celery's JSON form
     if isinstance(getattr(schedule, key), datetime):
         return local(getattr(schedule, key))
     if key in DURATION_COLUMNS:

@@ -81,8 +81,9 @@ def import_(
     """Create or update schedules from JSON Lines (FILE, or - for standard input).
 
     One schedule per line, with the fields of add; a name that exists is
-    updated as edit would. Each refused line is reported with its number and
-    the exit status is 1.
+    updated as edit would. A line naming a "calendar" holds one, with the
+    fields of calendar add, written as calendar add --replace would. Each
+    refused line is reported with its number and the exit status is 1.
 
     With --from, read the schedules of django-celery-beat or
     sqlalchemy-celery-beat (a database URL) or RedBeat (a Redis URL) instead,
@@ -173,7 +174,8 @@ def _echo_side_by_side(candidate: Candidate) -> None:
 @click.pass_context
 @fails_in_one_line
 def export(ctx: click.Context, target: TextIO) -> None:
-    """Write every schedule as JSON Lines, ordered by name (FILE, or standard output).
+    """Write every calendar, then every schedule, as JSON Lines, ordered by name (FILE, or
+    standard output).
 
     The definition and policies only, not the runtime state: import reads it back.
     """

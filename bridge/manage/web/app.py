@@ -33,6 +33,7 @@ from starlette.routing import Match, Route
 from bridge.config import Settings
 from bridge.errors import (
     BridgeError,
+    CalendarNotFound,
     IncidentNotFound,
     RunNotFound,
     RunSkipped,
@@ -107,6 +108,7 @@ def create_app(celery_app: Celery | None = None, *, bridge: Bridge | None = None
     app.state.overview = dashboard.overview_reading(bridge)
     app.state.queue_names = dashboard.queue_names_reading(bridge)
     app.state.queues = dashboard.queues_reading(bridge, app.state.queue_names)
+    app.state.outlook = dashboard.outlook_reading(bridge)
     #: Failed sign-ins by client address, in this process's memory.
     app.state.sign_in_limit = SignInLimit()
     app.state.refusals = Refusals()
@@ -301,6 +303,7 @@ def _add_errors(app: FastAPI) -> None:
         return answer(status, body, **(exc.headers or {}))
 
     @app.exception_handler(ScheduleNotFound)
+    @app.exception_handler(CalendarNotFound)
     @app.exception_handler(RunNotFound)
     @app.exception_handler(IncidentNotFound)
     def missing(request: Request, exc: BridgeError) -> Response:

@@ -19,12 +19,13 @@ request from another origin is refused. The signing of both is
 
 from __future__ import annotations
 
+import functools
 import hmac
 import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote, urlencode
@@ -38,6 +39,7 @@ from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import (
     BridgeError,
+    CalendarNotFound,
     RunSkipped,
     ScheduleNotFound,
     SendFailed,
@@ -45,14 +47,27 @@ from bridge.errors import (
 )
 from bridge.manage.api import STATE_FILTERS, Bridge, Run, Schedule, Status
 from bridge.manage.fields import (
+    CALENDAR_HELP,
     DEFINITION_HELP,
     POLICY_CHOICES,
     POLICY_HELP,
     POLICY_SUGGESTIONS,
 )
 from bridge.manage.forms import policy_fields, policy_values
+from bridge.manage.views import LabelRate
 from bridge.manage.web.answers import JSONAnswer
-from bridge.manage.web.charts import RUNS_SHOWN, duration_chart
+from bridge.manage.web.charts import (
+    MISSED,
+    OCCURRENCES_SHOWN,
+    RUNS_SHOWN,
+    SKIPPED,
+    Occurrence,
+    TimelineChart,
+    duration_chart,
+    occurrence_strip,
+    timeline_chart,
+)
+from bridge.manage.web.marks import health_html, shown, status_html, strip_html, when_html
 from bridge.manage.web.reading import SharedReading
 from bridge.manage.web.security import (
     SESSION_LIFETIME,
@@ -67,6 +82,7 @@ from bridge.manage.web.security import (
     session_secret,
     tokens_configured,
 )
+from bridge.rules.calendars import CalendarKind
 from bridge.rules.definition import check_label
 from bridge.rules.health import Health
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
@@ -99,7 +115,11 @@ STATUS_MARKS = {
     RunStatus.FAILURE.value: "✗",
     RunStatus.REVOKED.value: "⊘",
     RunStatus.LOST.value: "?",
+    SKIPPED: "»",
+    MISSED: "○",
 }
+#: The marks of occurrences that were not run, which only a schedule's own strip shows.
+GAP_MARKS = (SKIPPED, MISSED)
 
 
 # -- who is asking -------------------------------------------------------------------------
@@ -254,10 +274,21 @@ def schedule_path(name: str) -> str:
 
 
 def _timer_words(schedule: Schedule) -> str:
+    return _words_of(schedule.timer, schedule.timezone)
+
+
+@functools.lru_cache(maxsize=4096)
+def _words_of(timer: str, zone: str) -> str:
+    """A timer in words, once per timer and zone: most schedules of a page share a few
+    timers, and the words do not depend on an interval's anchor."""
     try:
-        return timer_words(parse_timer(schedule.timer, schedule.timezone, schedule.anchor))
+        return timer_words(parse_timer(timer, zone, WORDS_ANCHOR))
     except ValueError:
         return "a timer that cannot be read"
+
+
+#: Any instant: an interval needs an anchor to be parsed, and its words do not show it.
+WORDS_ANCHOR = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def _policy_words(schedule: Schedule) -> list[str]:
@@ -283,7 +314,7 @@ def _row(schedule: Schedule, strip: list[tuple[datetime, str]]) -> dict[str, Any
         "s": schedule,
         "path": schedule_path(schedule.name),
         "words": _timer_words(schedule),
-        "strip": strip,
+        "strip": [Occurrence(at, status) for at, status in strip],
         "rate": _success_rate(schedule),
     }
 
@@ -292,22 +323,16 @@ templates.env.globals.update(
     schedule_path=schedule_path,
     health_states=[h.value for h in Health],
     status_marks=STATUS_MARKS,
+    gap_marks=GAP_MARKS,
+    strip_html=strip_html,
+    when_html=when_html,
+    status_html=status_html,
+    health_html=health_html,
 )
 templates.env.filters["json"] = lambda text: json_or_text(text) if isinstance(text, str) else text
 
 
-def _shown(value: Any) -> Any:
-    """What a page shows of ``value``: a text holding a lone surrogate (which no page can be
-    encoded with; only an older release may have stored one) shows it as its escape."""
-    if isinstance(value, str) and not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    return value
-
-
-templates.env.finalize = _shown
+templates.env.finalize = shown
 
 
 # -- sign in -------------------------------------------------------------------------------
@@ -424,6 +449,19 @@ def queues_reading(
     return SharedReading(lambda: bridge.queue_lengths(names.get()), fresh_for=QUEUES_FRESH_FOR)
 
 
+def outlook_reading(bridge: Bridge) -> SharedReading[tuple[TimelineChart, list[LabelRate]]]:
+    """The overview's pictures, read at most once a minute: the next day's fires laid out
+    (a forecast of each timer the schedules share) and the week's success rate per label
+    (a sum over the week's tallies). Neither changes much within a minute."""
+
+    def read() -> tuple[TimelineChart, list[LabelRate]]:
+        return timeline_chart(bridge.timeline()), bridge.label_rates("7d")
+
+    return SharedReading(read, fresh_for=OUTLOOK_FRESH_FOR)
+
+
+#: How long one reading of the overview's pictures serves.
+OUTLOOK_FRESH_FOR = 60.0
 #: How long one reading of the broker's queues serves the overviews that follow it.
 QUEUES_FRESH_FOR = 5.0
 #: How long one reading of which queues the schedules send to serves.
@@ -434,6 +472,7 @@ QUEUE_NAMES_FRESH_FOR = 60.0
 def overview(request: Request) -> HTMLResponse:
     bridge, viewer = _reader(request)
     counts, status = request.app.state.overview.get()
+    timeline, label_rates = request.app.state.outlook.get()
     attention = bridge.incidents(open_only=True, limit=20).items
     return render(
         request,
@@ -445,7 +484,83 @@ def overview(request: Request) -> HTMLResponse:
         status=status,
         attention=attention,
         queues=request.app.state.queues.get(),
+        timeline=timeline,
+        label_rates=label_rates,
     )
+
+
+#: The fields of the form that makes a calendar.
+CALENDAR_FORM_FIELDS = ("name", "kind", "entries", "timezone", "replace")
+#: What the form's ``entries`` hold for each kind of calendar.
+CALENDAR_KINDS = {kind.value: CALENDAR_HELP[kind.value] for kind in CalendarKind}
+
+
+@router.get("/calendars", response_class=HTMLResponse)
+def calendars(request: Request) -> HTMLResponse:
+    """The calendars, what each holds and the schedules that skip it; an admin makes one
+    with the form under them, and removes one no schedule skips."""
+    bridge, viewer = _reader(request)
+    return _calendars_page(request, bridge, viewer, {}, None)
+
+
+def _calendars_page(
+    request: Request,
+    bridge: Bridge,
+    viewer: Viewer,
+    values: dict[str, str],
+    refusal: ValidationError | None,
+) -> HTMLResponse:
+    return render(
+        request,
+        "calendars.html",
+        viewer,
+        422 if refusal else 200,
+        calendars=bridge.calendars(),
+        values=values,
+        refusal=refusal,
+        kinds=CALENDAR_KINDS,
+        help=CALENDAR_HELP,
+    )
+
+
+@router.post("/calendars", response_model=None)
+async def save_calendar(request: Request) -> Response:
+    bridge, form, viewer = await _changing(request)
+    return await run_in_threadpool(_save_calendar, request, bridge, form, viewer)
+
+
+def _save_calendar(
+    request: Request, bridge: Bridge, form: dict[str, str], viewer: Viewer
+) -> Response:
+    """Make (or, asked to, replace) the calendar the form describes; a refusal is shown on
+    the page, the form as it was sent, and nothing is written."""
+    try:
+        _only(form, CALENDAR_FORM_FIELDS)
+        kind = form.get("kind", "")
+        if kind not in CALENDAR_KINDS:
+            raise ValidationError("kind", kind, f"one of {'|'.join(CALENDAR_KINDS)}")
+        name = form.get("name", "").strip()
+        entries = form.get("entries", "").strip()
+        saved = bridge.add_calendar(
+            name,
+            **{kind: entries},
+            timezone=form.get("timezone", "").strip() or None,
+            replace=form.get("replace") == "on",
+        )
+    except ValidationError as exc:
+        return _calendars_page(request, bridge, viewer, form, exc)
+    return _back(bridge, "/calendars", "done", f"saved calendar {saved.name}")
+
+
+@router.post("/calendars/{name}/delete", response_model=None)
+async def remove_calendar(request: Request, name: str) -> Response:
+    bridge, form, _ = await _changing(request)
+    try:
+        _only(form, ())
+        await run_in_threadpool(bridge.remove_calendar, name)
+    except (ValidationError, CalendarNotFound) as exc:
+        return _back(bridge, "/calendars", "error", str(exc))
+    return _back(bridge, "/calendars", "done", f"removed calendar {name}")
 
 
 @router.get("/schedules", response_class=HTMLResponse)
@@ -738,6 +853,8 @@ def schedule_page(request: Request, name: str) -> HTMLResponse:
         return render(request, "_run_log.html", viewer, **log)
     schedule = bridge.get(name)
     outlook = bridge.forecast(name, 10)
+    # The latest runs, for the picture of their durations and the strip of occurrences.
+    latest = bridge.runs(name, limit=max(RUNS_SHOWN, OCCURRENCES_SHOWN)).items
     return render(
         request,
         "schedule.html",
@@ -750,7 +867,10 @@ def schedule_page(request: Request, name: str) -> HTMLResponse:
         week=bridge.stats(name, "7d"),
         trail=bridge.audit(name, limit=20).items,
         rate=_success_rate(schedule),
-        chart=duration_chart(bridge.runs(name, limit=RUNS_SHOWN).items),
+        chart=duration_chart(latest),
+        occurrences=occurrence_strip(
+            latest, bridge.gaps(name, schedule.created_at, OCCURRENCES_SHOWN)
+        ),
         log_query=urlencode({"fragment": "runs", **({"runs": cursor} if cursor else {})}),
         **log,
     )
@@ -786,7 +906,10 @@ async def run_action(request: Request, run_id: str, action: str) -> Response:
 # -- forms -------------------------------------------------------------------------------------
 
 #: The text fields of the schedule form, besides the policies, in their order.
-FORM_FIELDS = ("task", "timer", "timezone", "args", "kwargs", "queue", "labels", "options")
+FORM_FIELDS = (
+    *("task", "timer", "timezone", "args", "kwargs", "queue", "labels", "options"),
+    "signature",
+)
 #: Every field of the schedule form; the last two only when it creates one.
 SCHEDULE_FORM_FIELDS = (*FORM_FIELDS, *POLICY_NAMES, "allow_unknown_task", "name", "enabled")
 
@@ -809,6 +932,7 @@ def _values_of(schedule: Schedule) -> dict[str, str]:
         "args": schedule.args,
         "kwargs": schedule.kwargs,
         "options": schedule.options,
+        "signature": schedule.signature or "",
         "labels": ",".join(schedule.labels),
         "queue": "",
         **policy_values(schedule),

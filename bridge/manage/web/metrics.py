@@ -86,6 +86,7 @@ class ScheduleCollector(Collector):
         for name, column, text in (
             ("bridge_skipped", "skipped_count", "Occurrences skipped by overlap, all schedules."),
             ("bridge_missed", "missed_count", "Occurrences missed outside catch-up windows."),
+            ("bridge_excluded", "excluded_count", "Occurrences on the schedules' calendars."),
             ("bridge_expired", "expired_count", "Runs whose message expired unstarted."),
         ):
             yield CounterMetricFamily(name, text, value=seen.totals[column])
@@ -185,6 +186,7 @@ class ScheduleCollector(Collector):
             for column, name, text in (
                 ("skipped_count", "skipped", "Occurrences skipped by the overlap policy."),
                 ("missed_count", "missed", "Occurrences missed outside the catch-up window."),
+                ("excluded_count", "excluded", "Occurrences on its calendars, not sent."),
                 ("expired_count", "expired", "Runs whose message expired before they started."),
                 ("runtime_total", "runtime_seconds", "Seconds the ended runs ran in all."),
             )

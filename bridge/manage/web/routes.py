@@ -277,7 +277,12 @@ def backfill(bridge: Admin, name: str, body: schemas.Backfill) -> JSONResponse:
     """Send the timer's occurrences in a past range, once each."""
     done = bridge.backfill(name, body.from_, body.to, overlap=body.overlap, limit=body.limit)
     return answer(
-        {"created": [run.to_json() for run in done.created], "existing": done.existing}, 201
+        {
+            "created": [run.to_json() for run in done.created],
+            "existing": done.existing,
+            "excluded": done.excluded,
+        },
+        201,
     )
 
 
@@ -312,6 +317,36 @@ def edit_schedule(bridge: Admin, name: str, body: schemas.ScheduleEdit) -> JSONR
 def delete_schedule(bridge: Admin, name: str) -> Response:
     """Delete the schedule and its run history (its audit trail stays)."""
     bridge.remove(name)
+    return Response(status_code=204)
+
+
+# -- calendars ---------------------------------------------------------------------------
+
+
+@router.get("/calendars", tags=["calendars"])
+def list_calendars(bridge: Reader) -> JSONResponse:
+    """Every calendar, with the schedules that skip it."""
+    return answer({"items": [info.to_json() for info in bridge.calendars()]})
+
+
+@router.post("/calendars", status_code=201, tags=["calendars"])
+def create_calendar(bridge: Admin, body: schemas.CalendarCreate) -> JSONResponse:
+    """Make a calendar (the fields of ``bridge calendar add``); 409 if its name is taken
+    and ``replace`` is not true."""
+    fields = body.given()
+    return answer(bridge.add_calendar(fields.pop("name"), **fields).to_json(), 201)
+
+
+@router.get("/calendars/{name}", tags=["calendars"])
+def get_calendar(bridge: Reader, name: str) -> JSONResponse:
+    """What the calendar holds, and the schedules that skip it."""
+    return answer(bridge.calendar(name).to_json())
+
+
+@router.delete("/calendars/{name}", status_code=204, tags=["calendars"])
+def delete_calendar(bridge: Admin, name: str) -> Response:
+    """Delete the calendar; 409 while a schedule skips it."""
+    bridge.remove_calendar(name)
     return Response(status_code=204)
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, create_model
 
-from bridge.manage.fields import DEFINITION_HELP, POLICY_HELP
+from bridge.manage.fields import CALENDAR_HELP, DEFINITION_HELP, POLICY_HELP
 from bridge.rules.policy import POLICY_NAMES
 
 
@@ -34,6 +34,7 @@ POLICY = {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "number"}]
 _DEFINITION: dict[str, dict[str, Any]] = {
     "task": TEXT,
     "timer": TEXT,
+    "signature": JSON_OBJECT,
     "args": JSON_LIST,
     "kwargs": JSON_OBJECT,
     "timezone": TEXT,
@@ -62,8 +63,9 @@ def _fields(names: dict[str, dict[str, Any]], required: tuple[str, ...] = ()) ->
     return fields
 
 
-_POLICIES = dict.fromkeys(POLICY_NAMES, POLICY)
+_POLICIES: dict[str, dict[str, Any]] = dict.fromkeys(POLICY_NAMES, POLICY)
 _POLICIES["start"] = _POLICIES["end"] = {"anyOf": [TIME, {"const": "none"}]}
+_POLICIES["skip_calendars"] = LABELS
 
 #: ``POST /schedules``: the fields of ``bridge add``.
 ScheduleCreate: type[Body] = create_model(
@@ -71,7 +73,8 @@ ScheduleCreate: type[Body] = create_model(
     __base__=Body,
     **_fields(
         {"name": TEXT, **_DEFINITION, "enabled": FLAG, "anchor": TIME, **_POLICIES},
-        required=("name", "task", "timer"),
+        # The task, or a signature that names it.
+        required=("name", "timer"),
     ),
 )
 #: ``PATCH /schedules/{name}``: the fields of ``bridge edit``; those left out keep their value.
@@ -151,3 +154,20 @@ class Prune(Body):
     dry_run: Annotated[
         Any, WithJsonSchema({**FLAG, "description": "Count what would go; remove nothing."})
     ] = False
+
+
+class CalendarCreate(Body):
+    """``POST /calendars``: the fields of ``bridge calendar add``."""
+
+    name: Annotated[Any, WithJsonSchema({**TEXT, "description": CALENDAR_HELP["name"]})]
+    dates: Annotated[Any, WithJsonSchema({**LABELS, "description": CALENDAR_HELP["dates"]})] = None
+    ranges: Annotated[Any, WithJsonSchema({**LABELS, "description": CALENDAR_HELP["ranges"]})] = (
+        None
+    )
+    cron: Annotated[Any, WithJsonSchema({**TEXT, "description": CALENDAR_HELP["cron"]})] = None
+    timezone: Annotated[Any, WithJsonSchema({**TEXT, "description": CALENDAR_HELP["timezone"]})] = (
+        None
+    )
+    replace: Annotated[Any, WithJsonSchema({**FLAG, "description": CALENDAR_HELP["replace"]})] = (
+        False
+    )

@@ -8,6 +8,7 @@
     year: "numeric", month: "2-digit", day: "2-digit",
     hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short"
   });
+  var clock = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit" });
   var relative = new Intl.RelativeTimeFormat(undefined, { numeric: "auto" });
   var steps = [["second", 60], ["minute", 60], ["hour", 24], ["day", 365], ["year", Infinity]];
 
@@ -28,10 +29,19 @@
       node.textContent = format.format(date) + (node.hasAttribute("data-relative") ? " (" + ago(date) + ")" : "");
     });
     // The strip's marks: their tooltips in the zone the page shows its times in.
+    // The marks of the strips and the timeline's bars (an SVG shape says it in its <title>).
     root.querySelectorAll("[data-at]").forEach(function (node) {
       var date = new Date(node.getAttribute("data-at"));
       if (isNaN(date)) { return; }
-      node.title = format.format(date) + ": " + node.getAttribute("data-status");
+      var said = format.format(date) + ": " + node.getAttribute("data-status");
+      var title = node.querySelector("title");
+      if (title) { title.textContent = said; } else { node.title = said; }
+    });
+    // The timeline's hours, as the browser's clock shows them.
+    root.querySelectorAll("[data-clock]").forEach(function (node) {
+      var date = new Date(node.getAttribute("data-clock"));
+      if (isNaN(date)) { return; }
+      node.textContent = clock.format(date);
     });
     root.querySelectorAll("[data-zone]").forEach(function (node) { node.textContent = zone; });
   }
@@ -114,14 +124,16 @@
     show();
   }
 
-  // args, kwargs and options must be JSON: said beside the field before the form is sent.
+  // args, kwargs, options and a canvas must be JSON ('none' clears a canvas): said beside
+  // the field before the form is sent.
   function jsonChecks(form) {
-    var fields = ["args", "kwargs", "options"].map(function (name) {
+    var fields = ["args", "kwargs", "options", "signature"].map(function (name) {
       return form.querySelector("input[name=" + name + "]");
     }).filter(Boolean);
     function check(field) {
       var problem = "";
-      if (field.value.trim()) {
+      var cleared = field.name === "signature" && field.value.trim() === "none";
+      if (field.value.trim() && !cleared) {
         try { JSON.parse(field.value); } catch (error) { problem = field.name + ": not JSON (" + error.message + ")"; }
       }
       var shown = field.parentNode.querySelector(".json-error");

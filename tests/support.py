@@ -127,6 +127,22 @@ def _fresh_database(
         admin.dispose()
 
 
+def http_client(url: str, token: str | None = None) -> Any:
+    """An HTTP client of the server at ``url`` (with the bearer ``token``), which opens a
+    connection per request: one kept idle races the server closing it (uvicorn does after
+    five seconds), and a request sent as it closes gets no answer, on a loaded machine now
+    and then."""
+    import httpx
+
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    return httpx.Client(
+        base_url=url,
+        headers=headers,
+        timeout=30,
+        limits=httpx.Limits(max_keepalive_connections=0),
+    )
+
+
 def answers(url: str) -> bool:
     """Whether an HTTP server answers ``url`` with 200."""
     import httpx

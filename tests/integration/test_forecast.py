@@ -135,16 +135,19 @@ def test_a_paused_schedule_has_no_forecast_and_says_why(bridge: Bridge) -> None:
 
 @pytest.mark.e2e
 def test_a_real_beat_fires_when_next_said(pg_env: Env) -> None:
-    """``bridge next --json`` before beat starts: each run recorded at its occurrence and time."""
+    """``bridge next --json`` before the first occurrence: each run recorded at its occurrence
+    and time."""
     env = pg_env
-    begin = now().replace(microsecond=0) + 10 * SEC  # beat is up by then
+    # Beat first, past its start: the runs must not wait for a process still starting.
+    env.start("worker", "-c", "2")
+    env.start("beat").wait_log("bridge: beat instance", 60)
+    begin = now().replace(microsecond=0) + 10 * SEC
     policies = ["--start", iso(begin), "--remaining", "4", "--jitter", "1s"]
     add(env, "told", "quick", "every 2s", *policies)
     told = json.loads(env.cli("next", "told", "--count", "10", "--json").stdout)
     assert told["end"] == "finished: no runs remaining"
     assert len(told["runs"]) == 4
-    env.start("beat")
-    env.start("worker", "-c", "2")
+    assert ts(told["runs"][0]["fire_at"]) > now(), "the forecast came before the first run"
     wait_for(lambda: len(history(env, "told")) == 4, 60, what="four runs")
     wait_for(
         lambda: json.loads(env.cli("show", "told", "--json").stdout)["enabled"] is False,
@@ -157,8 +160,9 @@ def test_a_real_beat_fires_when_next_said(pg_env: Env) -> None:
         assert run["plan_time"] >= begin
         fire_at = ts(said["fire_at"])
         assert fire_at is not None and run["plan_time"] <= fire_at <= ts(said["latest"])
-        # Sent when told: not before, and within beat's polling of it.
-        assert fire_at <= run["queued_at"] <= fire_at + SEC, (run, said)
+        # Sent when told: not before, and soon after (the latency itself is the benches'
+        # to measure; here two seconds leave room for a loaded machine).
+        assert fire_at <= run["queued_at"] <= fire_at + 2 * SEC, (run, said)
     assert env.cli("next", "told").stdout.strip() == "finished: no runs remaining"
 
 

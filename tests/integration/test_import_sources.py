@@ -27,6 +27,7 @@ import pytest
 
 from .. import support
 from ..support import REPO, Env, rows, wait_for
+from ..venvs import tool_venv
 
 pytestmark = [pytest.mark.e2e, pytest.mark.redis, pytest.mark.xdist_group("test_import_sources")]
 
@@ -41,11 +42,9 @@ def peer_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp_path_factory.getbasetemp() / "peers-venv"
     python = venv / "bin" / "python"
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-        subprocess.run(
-            [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-             "-r", str(REQUIREMENTS), "ephem==4.2.1", "sqlalchemy-celery-beat==0.9.1"],
-            check=True, timeout=900,
+        tool_venv(
+            venv, sys.executable, "-r", str(REQUIREMENTS), "ephem==4.2.1",
+            "sqlalchemy-celery-beat==0.9.1",
         )  # fmt: skip
     return python
 

@@ -39,6 +39,7 @@ from tests.support import (
     rows,
     wait_for,
 )
+from tests.venvs import tool_venv
 
 pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_upgrade")]
 
@@ -101,31 +102,11 @@ def previous(tmp_path_factory: pytest.TempPathFactory) -> Previous:
     (where / "source.tar").write_bytes(archive)
     with tarfile.open(where / "source.tar") as tar:
         tar.extractall(source, filter="data")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(where), "."],
-        cwd=source,
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
-    [wheel] = where.glob("celery_periodic_bridge-0.1.0-*.whl")
-    venv = where / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     # 0.1.0's redis extra asked for redis-py alone; the kombu of today's install needs
-    # packaging besides (which this release's extra gets through kombu's own).
-    install = subprocess.run(
-        [
-            str(venv / "bin" / "pip"),
-            "install",
-            "--quiet",
-            f"{wheel}[postgres,redis]",
-            "kombu[redis]",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert install.returncode == 0, install.stderr
+    # packaging besides (which this release's extra gets through kombu's own). uv builds
+    # the source into a wheel and installs it: the release is the point, not the command.
+    venv = where / "venv"
+    tool_venv(venv, sys.executable, f"{source}[postgres,redis]", "kombu[redis]")
     # Only the reference app on the path: the bridge itself comes from the wheel.
     app_folder = where / "app"
     shutil.copytree(source / "workers", app_folder / "workers")

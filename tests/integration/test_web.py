@@ -25,6 +25,7 @@ from tests.support import (
     Env,
     execute,
     free_port,
+    http_client,
     mysql_database,
     postgres_database,
     redis_broker,
@@ -48,13 +49,9 @@ class Deployment:
         self.url = url
         #: Where the beat serves its own metrics.
         self.beat_metrics = beat_metrics
-        self.admin = httpx.Client(
-            base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30
-        )
-        self.reader = httpx.Client(
-            base_url=url, headers={"Authorization": f"Bearer {READ}"}, timeout=30
-        )
-        self.anonymous = httpx.Client(base_url=url, timeout=30)
+        self.admin = http_client(url, ADMIN)
+        self.reader = http_client(url, READ)
+        self.anonymous = http_client(url)
 
     def create(self, name: str, **fields: Any) -> dict[str, Any]:
         body = {"name": name, "task": QUICK, "timer": "every 1h", **fields}

@@ -20,21 +20,19 @@ from pathlib import Path
 from uv import find_uv_bin
 
 
-def user_venv(where: Path, python: str, requirement: str, *pip_args: str) -> Path:
-    """``python -m venv WHERE`` and ``WHERE/bin/pip install REQUIREMENT``, as a user runs them;
-    returns the environment's ``bin`` folder."""
+def user_venv(where: Path, python: str, requirement: str, *pip_args: str) -> None:
+    """``python -m venv WHERE`` and ``WHERE/bin/pip install REQUIREMENT``, as a user runs them."""
     subprocess.run([python, "-m", "venv", str(where)], check=True, timeout=300)
     install = [str(where / "bin" / "pip"), "install", "--quiet", *pip_args, requirement]
     result = subprocess.run(install, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, f"{shlex.join(install)} failed:\n{result.stderr}"
-    return where / "bin"
 
 
 def tool_venv(
     where: Path, python: str, *requirements: str, constraints: Path | None = None
-) -> Path:
+) -> None:
     """A new environment of ``python`` at ``where`` with ``requirements`` installed by uv (each
-    a name, a pin, a wheel or a source folder, extras allowed); returns its ``bin`` folder."""
+    a name, a pin, a wheel or a source folder, extras allowed)."""
     uv = find_uv_bin()
     made = subprocess.run(
         [uv, "venv", "--quiet", "--python", python, str(where)],
@@ -48,4 +46,3 @@ def tool_venv(
     assert result.returncode == 0, (
         f"{shlex.join([*install, *requirements])} failed:\n{result.stderr}"
     )
-    return where / "bin"

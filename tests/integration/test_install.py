@@ -15,6 +15,7 @@ uv installs them (:func:`tests.venvs.tool_venv`), pip the others.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -96,14 +97,24 @@ class Dist:
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
-    """The sdist, and the wheel built from it (``python -m build`` does both)."""
-    out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
-        check=True,
-        capture_output=True,
-        timeout=600,
-    )
+    """The sdist, and the wheel built from it (``python -m build`` does both).
+
+    Built once for the run's test processes, in the folder they share, under a lock: the
+    modules' groups may start at once, and two builds in one tree clash on its egg-info.
+    """
+    run_folder = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run_folder = run_folder.parent  # popen-gwN's parent: this run's, shared
+    out = run_folder / "dist"
+    with open(run_folder / "dist.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not any(out.glob("celery_periodic_bridge-*.whl")):
+            subprocess.run(
+                [sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
+                check=True,
+                capture_output=True,
+                timeout=600,
+            )
     [sdist] = out.glob("celery_periodic_bridge-*.tar.gz")
     [wheel] = out.glob("celery_periodic_bridge-*.whl")
     return Dist(sdist, wheel)
@@ -144,7 +155,8 @@ class Venv:
 
 def make_venv(where: Path, python: str, requirement: str, *pip_args: str) -> Venv:
     """A new virtual environment with ``pip install <requirement>``, as a user would run it."""
-    return Venv(user_venv(where, python, requirement, *pip_args).parent)
+    user_venv(where, python, requirement, *pip_args)
+    return Venv(where)
 
 
 def with_extras(wheel: Path, line: str) -> str:
@@ -406,10 +418,8 @@ def test_the_lowest_allowed_versions(dist: Dist, tmp_path: Path) -> None:
     constraints = lowest_constraints(tmp_path)
     # The versions are the test's, not the install command: uv installs them.
     requirement = f"{dist.wheel}[{','.join(LOWEST_EXTRAS)}]"
-    bin_folder = tool_venv(
-        tmp_path / "env", interpreter(OLDEST_PYTHON), requirement, constraints=constraints
-    )
-    venv = Venv(bin_folder.parent)
+    venv = Venv(tmp_path / "env")
+    tool_venv(venv.path, interpreter(OLDEST_PYTHON), requirement, constraints=constraints)
     assert venv.python("import sys; print(sys.version)").startswith(f"{OLDEST_PYTHON}.")
     pins = dict(line.split("==") for line in constraints.read_text().split())
     names = [
@@ -433,7 +443,8 @@ def test_the_newest_supported_python(dist: Dist, tmp_path: Path) -> None:
     python = interpreter(NEWEST_PYTHON)
     # The README's packages on that Python (pip's install of them is the other tests').
     requirement = with_extras(dist.wheel, readme_install_line())
-    venv = Venv(tool_venv(tmp_path / "env", python, requirement).parent)
+    venv = Venv(tmp_path / "env")
+    tool_venv(venv.path, python, requirement)
     assert venv.python("import sys; print(sys.version)").startswith(NEWEST_PYTHON)
     with postgres_database() as database_url:
         runs_on(venv, tmp_path / "proj", database_url, redis_broker())

@@ -24,8 +24,18 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
+from tests.launcher import Launched, Launcher
+
 REPO = Path(__file__).resolve().parent.parent
 CELERY = [sys.executable, "-m", "celery", "-A", "workers.app"]
+#: Forks the Celery processes of this pytest process (see :mod:`tests.launcher`), in the
+#: environment :meth:`Env.environ` gives them.
+LAUNCHER = Launcher(
+    dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    )
+)
 PG_ADMIN_URL = os.environ.get(
     "BRIDGE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
@@ -412,14 +422,18 @@ class CeleryProcess:
         self.name = name
         self.log_path = cwd / f"{name}.log"
         self._log = self.log_path.open("w")
-        self.popen = subprocess.Popen(
-            list(command),
-            cwd=cwd,
-            env=env,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        self.popen: subprocess.Popen[bytes] | Launched
+        if LAUNCHER.can_start(list(command), env):
+            self.popen = LAUNCHER.start(list(command), env, cwd, self._log)
+        else:
+            self.popen = subprocess.Popen(
+                list(command),
+                cwd=cwd,
+                env=env,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     @property
     def log(self) -> str:
@@ -441,7 +455,7 @@ class CeleryProcess:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.popen.pid, signal.SIGKILL)  # leftover pool children
         self._log.close()
-        return self.popen.returncode
+        return self.popen.wait()
 
     def kill(self) -> None:
         """SIGKILL the whole process group (the pool's children with it) and reap it."""

@@ -215,11 +215,14 @@ def test_replace_with_revoke_lets_a_started_run_finish_beside_the_new_one(pg_env
     """``replace_with revoke``: 4 s runs every 2 s are not terminated; each started run
     finishes, the next starting beside it. Only a run no worker had started is revoked."""
     env = pg_env
+    # Added once beat runs: a schedule added first would be late by the start of both, and
+    # its caught-up occurrence be replaced a moment later by the next one, which revokes
+    # it in the instant between a worker starting it and its STARTED record landing.
+    worker = start_worker(env, 4)
+    beat = start_beat(env)
     add(env, "rv", "slow", "every 2s", "--overlap", "replace", "--replace-with", "revoke",
         seconds=4)  # fmt: skip
     assert show(env, "rv")["replace_with"] == "revoke"
-    worker = start_worker(env, 4)
-    beat = env.start("beat")
     wait_for(lambda: count(env, "rv", "SUCCESS") >= 3, 60, what="three finished rv runs")
     beat.stop()
     runs = [r for r in history(env, "rv") if r["started_at"] and r["finished_at"]]

@@ -43,7 +43,7 @@ PG_ADMIN_URL = os.environ.get(
 MYSQL_ADMIN_URL = os.environ.get("BRIDGE_TEST_MYSQL_URL", "mysql+pymysql://root@127.0.0.1:3306/")
 #: Redis databases of the tests run side by side (pytest-xdist's workers gw0, gw1, ...):
 #: each flushes its own. 13 is the chaos test's, 12 to 15 the benches'.
-_REDIS_DATABASES = (9, 10, 11, 8)
+_REDIS_DATABASES = (9, 10, 11, 8, 6, 5)
 
 
 def _redis_database() -> int:

@@ -54,7 +54,7 @@ from bridge.beat.metrics import BeatMetrics
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import BridgeError
-from bridge.rules.decisions import OpenRun, Send, catchup_share, split_stale
+from bridge.rules.decisions import OpenRun, Send, catchup_share, endable, split_stale
 from bridge.rules.fire import (
     Fire,
     RowRefused,
@@ -495,7 +495,9 @@ class FireSequence:
             for record in records:
                 record["trace_id"] = traced[record["id"]].trace_id
         replaced = [
-            Replaced(fire.row.id, fire.plan.revoke, fire.revoke_reason)
+            Replaced(
+                fire.row.id, fire.plan.revoke, fire.revoke_reason, endable(fire.plan.terminate)
+            )
             for fire in fires
             if fire.plan.revoke
         ]
@@ -507,18 +509,18 @@ class FireSequence:
                 # Whoever holds the row now resumes this fire from its records.
                 logger.warning("bridge: lost the mark on %r while firing it", fire.row.name)
             elif fire.plan.revoke:
-                self._revoke(fire)
+                self._revoke(fire, [run for run in fire.plan.revoke if run in recorded.revoked])
         return recorded
 
-    def _revoke(self, fire: Fire) -> None:
+    def _revoke(self, fire: Fire, run_ids: list[str]) -> None:
         """Overlap ``replace``: revoke the open runs the record transaction ended REVOKED."""
         reason = fire.revoke_reason
         try:
-            sending.revoke_recorded(self.app, fire.plan.revoke, fire.plan.terminate)
+            sending.revoke_recorded(self.app, run_ids, fire.plan.terminate)
         except self.outbox.errors() as exc:
             logger.debug("bridge: could not revoke runs of %r: %s", fire.row.name, exc)
             raise PublishFailed(exc) from exc
-        for run_id in fire.plan.revoke:
+        for run_id in run_ids:
             logger.info("bridge: revoked run %s of %r: %s", run_id, fire.row.name, reason)
 
     # -- 4. publish ------------------------------------------------------------------

@@ -64,6 +64,7 @@ from bridge.rules.decisions import (
     Forecast,
     Way,
     displaced,
+    endable,
     first_at_or_after,
     forecast,
     manual_overlap,
@@ -1302,7 +1303,7 @@ class Bridge:
             replace_with = Policies.from_columns(schedule).replace_with
             ending = displaced(open_runs, replace_with)
             terminate = replace_with is ReplaceWith.TERMINATE
-            sending.revoke(app, self.store, ending, reason, terminate)
+            sending.revoke(app, self.store, ending, reason, terminate, endable(terminate))
 
     def _send(
         self,

@@ -23,7 +23,7 @@ from typing import Any
 
 from bridge.errors import ValidationError
 from bridge.rules.calendars import Calendar, excluded_by
-from bridge.rules.kinds import SCHEDULED_TRIGGERS, RunStatus, Trigger
+from bridge.rules.kinds import NON_FINAL_STATUSES, SCHEDULED_TRIGGERS, RunStatus, Trigger
 from bridge.rules.policy import (
     Catchup,
     Overlap,
@@ -318,16 +318,23 @@ def overlap_way(overlap: Overlap, live: Sequence[OpenRun], starting: bool = Fals
 
 
 #: The statuses of a run a worker executes: ``replace_with revoke`` leaves it to finish.
-EXECUTING = (RunStatus.STARTED.value, RunStatus.RETRY.value)
+EXECUTING = frozenset({RunStatus.STARTED, RunStatus.RETRY})
+
+
+def endable(terminate: bool) -> frozenset[RunStatus]:
+    """The statuses overlap ``replace`` ends a run from: any open one (``replace_with
+    terminate``: those executing are terminated), or one no worker executes yet
+    (``revoke``: a run already executing cannot be stopped short of terminating it, so
+    it finishes beside the new one). The run is ended only if its status is still one
+    of them when the end is written: a run a worker started since it was read is then
+    left to finish."""
+    return NON_FINAL_STATUSES if terminate else NON_FINAL_STATUSES - EXECUTING
 
 
 def displaced(live: Sequence[OpenRun], replace_with: ReplaceWith) -> list[str]:
-    """The open runs overlap ``replace`` ends: every one (``terminate``: those executing are
-    terminated), or those no worker executes yet (``revoke``: a run already executing
-    cannot be stopped short of terminating it, so it finishes beside the new one)."""
-    if replace_with is ReplaceWith.TERMINATE:
-        return [run.id for run in live]
-    return [run.id for run in live if run.status not in EXECUTING]
+    """The open runs overlap ``replace`` ends (:func:`endable`)."""
+    ends = endable(replace_with is ReplaceWith.TERMINATE)
+    return [run.id for run in live if run.status in ends]
 
 
 def manual_overlap(value: str | None) -> Overlap:

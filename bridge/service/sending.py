@@ -17,7 +17,7 @@ transaction is committed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -26,7 +26,7 @@ from celery import Celery
 from bridge import broker
 from bridge.clock import utcnow
 from bridge.errors import BridgeError
-from bridge.rules.kinds import RunStatus
+from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.rules.runs import Envelope, Payload
 
 
@@ -34,7 +34,12 @@ class RunEnds(Protocol):
     """The storage gateway that ends runs (beat's or the management side's)."""
 
     def finish_runs(
-        self, run_ids: Sequence[str], status: RunStatus, now: datetime, reason: str
+        self,
+        run_ids: Sequence[str],
+        status: RunStatus,
+        now: datetime,
+        reason: str,
+        statuses: Collection[RunStatus] = ...,
     ) -> list[str]: ...
 
 
@@ -75,14 +80,20 @@ def publish_or_fail(
 
 
 def revoke(
-    app: Celery, runs: RunEnds, run_ids: Sequence[str], reason: str, terminate: bool = True
+    app: Celery,
+    runs: RunEnds,
+    run_ids: Sequence[str],
+    reason: str,
+    terminate: bool = True,
+    statuses: Collection[RunStatus] = NON_FINAL_STATUSES,
 ) -> list[str]:
-    """End the open runs among ``run_ids`` ``REVOKED`` with ``reason``, then revoke them on
-    every worker (terminating them where they execute, unless ``terminate`` is False);
-    the ids revoked. A run that ended meanwhile keeps its outcome and is not revoked."""
+    """End the runs among ``run_ids`` still in one of the open ``statuses`` ``REVOKED``
+    with ``reason``, then revoke them on every worker (terminating them where they
+    execute, unless ``terminate`` is False); the ids revoked. A run that ended or moved
+    on meanwhile keeps its outcome and is not revoked."""
     if not run_ids:
         return []
-    ended = runs.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason)
+    ended = runs.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason, statuses)
     revoke_recorded(app, ended, terminate)
     return ended
 

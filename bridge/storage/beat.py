@@ -82,11 +82,13 @@ class Claimed(NamedTuple):
 
 @dataclass(frozen=True)
 class Replaced:
-    """The open runs of a row that overlap ``replace`` ends ``REVOKED``, and why."""
+    """The open runs of a row that overlap ``replace`` ends ``REVOKED``, why, and the
+    statuses each may still be in to be ended."""
 
     schedule_id: int
     run_ids: Sequence[str]
     reason: str
+    statuses: Collection[RunStatus]
 
 
 @dataclass(frozen=True)
@@ -96,15 +98,17 @@ class Recorded:
     ``inserted``: the runs this call wrote (the others existed already);
     ``statuses``: the status now of each run of a row still held;
     ``lost``: the rows whose mark was taken over, for which nothing was recorded,
-    revoked or disabled.
+    revoked or disabled;
+    ``revoked``: the displaced runs ended ``REVOKED``, to be revoked on the workers.
     """
 
     inserted: set[str]
     statuses: dict[str, RunStatus]
     lost: set[int]
+    revoked: set[str]
 
 
-class BeatStore:
+class BeatStore(runs.RunEnding):
     """The fire sequence's statements against one database."""
 
     def __init__(self, database: Database) -> None:
@@ -195,13 +199,6 @@ class BeatStore:
         with self.database.session() as session:
             return runs.open_runs_to_decide(session, wanted, OLDEST_OPEN_READ)
 
-    def finish_runs(
-        self, run_ids: Sequence[str], status: RunStatus, now: datetime, reason: str
-    ) -> list[str]:
-        """End open runs ``status`` with ``reason``; see :func:`bridge.storage.runs.finish_runs`."""
-        with self.database.session() as session:
-            return runs.finish_runs(session, run_ids, status, now, reason)
-
     def record_runs(
         self,
         records: Sequence[dict[str, Any]],
@@ -218,7 +215,9 @@ class BeatStore:
         The records are inserted, the runs ``replace`` displaces are locked,
         then the schedule rows are locked and their marks checked. Only for
         the rows still held are the displaced runs ended ``REVOKED`` with
-        their reason and the bad rows disabled; the records of rows whose
+        their reason (those still in a status their replacement ends: a
+        worker may have started one since it was read) and the bad rows
+        disabled; the records of rows whose
         lease was taken over are removed again, so an instance that lost a
         lease writes nothing through it and learns it must neither revoke
         nor publish. The lock keeps another instance from taking a row over
@@ -260,10 +259,18 @@ class BeatStore:
                         among(session, TaskExecution.id, inserted & set(undone))
                     )
                 )
+            revoked: set[str] = set()
             for replacing in replaced:
                 if replacing.schedule_id in held:
-                    runs.finish_runs(
-                        session, replacing.run_ids, RunStatus.REVOKED, now, replacing.reason
+                    revoked.update(
+                        runs.finish_runs(
+                            session,
+                            replacing.run_ids,
+                            RunStatus.REVOKED,
+                            now,
+                            replacing.reason,
+                            replacing.statuses,
+                        )
                     )
             _disable(session, {key: note for key, note in bad.items() if key in held}, now)
             statuses = {
@@ -275,7 +282,7 @@ class BeatStore:
                     )
                 )
             }
-        return Recorded(inserted - set(undone), statuses, lost)
+        return Recorded(inserted - set(undone), statuses, lost, revoked)
 
     def mark_sent(self, sent: Sequence[Sent], now: datetime) -> None:
         """``PENDING`` → ``SENT`` for these runs, each with its message's expiry."""

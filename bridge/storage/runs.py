@@ -8,7 +8,7 @@ gateways of :mod:`bridge.storage` and the units of work of
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -36,6 +36,7 @@ from bridge.rules.fire import Resumable
 from bridge.rules.health import OpenRunView, waiting_since
 from bridge.rules.kinds import FINAL_STATUSES, NON_FINAL_STATUSES, SCHEDULED_TRIGGERS, RunStatus
 from bridge.storage.counts import count_unsettled
+from bridge.storage.database import Database
 from bridge.storage.models import OPEN_RUNS, PeriodicTask, TaskExecution, UTCDateTime
 from bridge.storage.sql import (
     BINARY,
@@ -282,10 +283,15 @@ def _by_schedule(session: Session, statement: Select[Any]) -> dict[int, list[Ope
 
 
 def end_runs(
-    session: Session, run_ids: Sequence[str], status: RunStatus, now: datetime, reason: str
+    session: Session,
+    run_ids: Sequence[str],
+    status: RunStatus,
+    now: datetime,
+    reason: str,
+    statuses: Collection[RunStatus] = NON_FINAL_STATUSES,
 ) -> Sequence[tuple[str, int | None]]:
-    """Close those of the runs still open with ``status`` and ``reason``: the id and the
-    schedule of each one closed.
+    """Close those of the runs still in one of the open ``statuses`` with ``status`` and
+    ``reason``: the id and the schedule of each one closed.
 
     Nothing more: whoever ends runs counts them on their schedules
     (:func:`finish_runs`) or settles them (:mod:`bridge.service.settlement`).
@@ -297,7 +303,7 @@ def end_runs(
         update(TaskExecution)
         .where(
             among(session, TaskExecution.id, run_ids),
-            TaskExecution.status.in_(NON_FINAL_STATUSES),
+            TaskExecution.status.in_(sorted(statuses)),
         )
         .values(status=status, finished_at=now, updated_at=now, error=reason),
         TaskExecution.id,
@@ -307,18 +313,43 @@ def end_runs(
     )
 
 
+class RunEnding:
+    """What the stores of beat and of the management side share: ending runs whose
+    message they revoke or could not send, in a transaction of its own."""
+
+    database: Database
+
+    def finish_runs(
+        self,
+        run_ids: Sequence[str],
+        status: RunStatus,
+        now: datetime,
+        reason: str,
+        statuses: Collection[RunStatus] = NON_FINAL_STATUSES,
+    ) -> list[str]:
+        """End open runs ``status`` with ``reason``; see :func:`finish_runs`."""
+        with self.database.session() as session:
+            return finish_runs(session, run_ids, status, now, reason, statuses)
+
+
 def finish_runs(
-    session: Session, run_ids: Sequence[str], status: RunStatus, now: datetime, reason: str
+    session: Session,
+    run_ids: Sequence[str],
+    status: RunStatus,
+    now: datetime,
+    reason: str,
+    statuses: Collection[RunStatus] = NON_FINAL_STATUSES,
 ) -> list[str]:
     """Close open runs that were replaced or cancelled (``REVOKED``) or could not be sent
-    (``FAILURE``), each with ``reason``, and count them on their schedules; the ids closed.
+    (``FAILURE``), each with ``reason``, and count them on their schedules; the ids closed
+    (those still in one of the open ``statuses``).
 
     They stop blocking their schedule, and their end has no consequence for it
     (no retry, no fixed delay): a run that is lost is settled instead, by
     :func:`bridge.service.settlement.give_up`.
     """
     assert status is not RunStatus.LOST, "a lost run is settled: settlement.give_up"
-    finished = end_runs(session, run_ids, status, now, reason)
+    finished = end_runs(session, run_ids, status, now, reason, statuses)
     count_unsettled(session, [sid for _, sid in finished if sid is not None], status, now)
     return [run_id for run_id, _ in finished]
 

@@ -155,7 +155,7 @@ class TimerGroupRow:
     skip_calendars: str | None = None
 
 
-class ScheduleStore:
+class ScheduleStore(runs.RunEnding):
     """Schedules and their runs, for the management side, against one database.
 
     The changes made here (a run sent by hand, an action noted) write their entry
@@ -369,13 +369,6 @@ class ScheduleStore:
         """Record a run unless its id or occurrence is recorded already; True if recorded."""
         with self.database.session() as session:
             return bool(runs.insert_runs(session, [record]))
-
-    def finish_runs(
-        self, run_ids: Sequence[str], status: RunStatus, now: datetime, reason: str
-    ) -> list[str]:
-        """End open runs ``status`` with ``reason``; see :func:`bridge.storage.runs.finish_runs`."""
-        with self.database.session() as session:
-            return runs.finish_runs(session, run_ids, status, now, reason)
 
     def mark_sent(self, sent: Sequence[Sent], now: datetime) -> None:
         """``PENDING`` → ``SENT`` for these runs, each with its message's expiry."""

@@ -17,11 +17,11 @@ from bridge import Bridge, broker
 from bridge.beat.fire import FireSequence
 from bridge.clock import utcnow
 from bridge.config import Settings
-from bridge.rules.decisions import Thresholds
+from bridge.rules.decisions import Thresholds, endable
 from bridge.rules.fire import OLDEST_OPEN_READ, resumable
 from bridge.service.fire import Firing
 from bridge.service.sweeps import Sweeps
-from bridge.storage.beat import BeatStore
+from bridge.storage.beat import BeatStore, Replaced
 from bridge.storage.database import Database
 from bridge.storage.models import PeriodicTask, TaskExecution
 from bridge.storage.presence import InstanceLock
@@ -325,3 +325,44 @@ def test_a_batch_fires_while_other_schedules_and_their_runs_are_held(api: Bridge
     with api.database.session() as session:
         row = session.scalars(select(PeriodicTask).where(PeriodicTask.name == "fired")).one()
         assert row.worker is None and row.nextrun > now
+
+
+@pytest.mark.parametrize("terminate", [False, True])
+def test_a_replaced_run_a_worker_started_since_it_was_read_is_left_to_finish(
+    api: Bridge, terminate: bool
+) -> None:
+    """``replace_with revoke`` decides on runs read before the record transaction: a run read
+    ``SENT`` that a worker has started since is not ended, nor named to be revoked; it
+    finishes beside the new run. ``terminate`` ends it all the same."""
+    api.add("replacing", task=QUICK, timer="every 10s", overlap="replace")
+    now = utcnow()
+    with api.database.session() as session:
+        row = session.scalars(select(PeriodicTask)).one()
+        row.next_occurrence = row.nextrun = row.anchor
+        for run_id, status in (("read-sent-now-started", "STARTED"), ("still-sent", "SENT")):
+            session.add(
+                TaskExecution(
+                    id=run_id,
+                    periodic_task_id=row.id,
+                    task=QUICK,
+                    plan_time=row.anchor - timedelta(seconds=10 * len(status)),
+                    attempt=1,
+                    trigger="scheduled",
+                    status=status,
+                    updated_at=now,
+                )
+            )
+    store = BeatStore(api.database)
+    with alive(api.database, "beat-1"):
+        [claimed] = store.claim_due("beat-1", now, LEASE, 10).rows
+        displaced = ["read-sent-now-started", "still-sent"]
+        replacing = Replaced(claimed.id, displaced, "replaced by run new", endable(terminate))
+        recorded = store.record_runs([], "beat-1", claimed.marked, now, replaced=[replacing])
+    ended = {"read-sent-now-started", "still-sent"} if terminate else {"still-sent"}
+    assert recorded.revoked == ended
+    with api.database.session() as session:
+        statuses = dict(session.execute(select(TaskExecution.id, TaskExecution.status)).all())
+    assert statuses == {
+        "read-sent-now-started": "REVOKED" if terminate else "STARTED",
+        "still-sent": "REVOKED",
+    }

@@ -191,6 +191,30 @@ def test_runs_of_every_schedule_newest_first_filtered_and_paged(api: Bridge, mig
         api.run_info("no-such-run")
 
 
+@on_every_store
+def test_the_latest_statuses_of_a_page_of_schedules_oldest_first(
+    api: Bridge, migrated: str
+) -> None:
+    """The list's strips: each schedule's newest ``count`` runs (a retry after its first
+    attempt), oldest first, in one read for the page; none for a schedule without runs."""
+    busy, quiet, idle = add(api, "busy"), add(api, "quiet"), add(api, "idle")
+    for minute in range(5):
+        record(migrated, busy.id, START + timedelta(minutes=minute), "FAILURE")
+    record(migrated, busy.id, START + timedelta(minutes=4), "SUCCESS", attempt=2)
+    record(migrated, quiet.id, START, "REVOKED")
+    for _ in range(2):  # the statement is built once, then bound anew
+        found = api.recent_statuses([busy.id, quiet.id, idle.id], 3)
+        assert found == {
+            busy.id: [
+                (START + timedelta(minutes=3), "FAILURE"),
+                (START + timedelta(minutes=4), "FAILURE"),
+                (START + timedelta(minutes=4), "SUCCESS"),
+            ],
+            quiet.id: [(START, "REVOKED")],
+        }
+    assert api.recent_statuses([], 3) == {}
+
+
 def end_run(url: str, run_id: str, status: str, at: datetime, runtime: float) -> None:
     """A worker's report that the run ended, written as the recorder writes it."""
     change = Change(

@@ -290,6 +290,9 @@ def test_a_failing_schedule_turns_broken_and_shows_why(site: Site) -> None:
     assert "started" in (failures.first.locator("title").text_content() or "")
     assert page.locator("#chart-caption").inner_text().startswith("Duration of each of the last")
     page.goto(site.url + "/schedules/breaks")
+    # Why it broke, said once above its definition (and in the heading badge's tooltip).
+    said = "2 consecutive failed runs; last error: RuntimeError: this task always fails"
+    assert page.locator("main").inner_text().split("Definition")[0].count(said) == 1
     assert "RuntimeError: this task always fails" in page.locator("table.runs").inner_text()
     site.shoot(page, "schedule")  # before the traceback, which names this machine's paths
     page.get_by_text("Traceback").first.click()

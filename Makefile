@@ -42,9 +42,10 @@ lint: $(STAMP)
 # ahead, and two seconds before a change of daylight-saving time. A test that compares
 # a fixed instant with the real clock fails there, rather than on the day the two meet.
 #
-# The suite then runs on $(WORKERS) processes (pytest-xdist; the tests of a file marked
-# xdist_group share one, with its servers and virtualenvs), and the tests marked serial
-# (a PostgreSQL restart, the chaos run) alone after it.
+# The suite then runs on $(WORKERS) processes (pytest-xdist, at most 6: each has a Redis
+# database of its own; the tests of a file marked xdist_group share one, with its servers
+# and virtualenvs), and the tests marked serial (a PostgreSQL restart, the chaos run)
+# alone after it.
 WORKERS ?= 4
 test: lint
 	BRIDGE_TEST_CLOCK=+366 $(BIN)/python -m pytest -q -n 2 tests/unit

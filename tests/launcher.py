@@ -8,21 +8,29 @@ then forks each Celery process the tests ask for. The child is a process of
 its own, as a started one is: a session of its own, the test's working
 folder, environment and zone, its output to the test's log, and Celery's
 own command line run from its ``main``, which imports the app and the
-scheduler (``-A``, ``-S``) as any ``celery`` command does. Nothing is
-imported before the fork that reads the environment as it is imported, and
-nothing the launcher imports opens a connection or a thread.
+scheduler (``-A``, ``-S``) as any ``celery`` command does, under
+``celery.__main__`` as its main module. Nothing the launcher imports opens a
+connection or a thread, and its signal dispositions are the interpreter's
+own (SIGPIPE ignored, SIGINT raising ``KeyboardInterrupt``).
 
-What differs from a fresh ``celery`` command is only that the modules were
-in memory already: the tests of what users run as they run it (the install
-lines, the quick start, the upgrade, each of those in an environment of its
-own) start fresh processes, and so does every command here when
-``BRIDGE_TEST_FORK=0``.
+What differs from a fresh ``celery`` command:
+
+- the modules were in memory already, and the few settings their imports
+  read from the environment (:data:`READ_AT_IMPORT`) are the launcher's: a
+  command that sets one otherwise starts fresh;
+- the children share the launcher's hash seed.
+
+The tests of what users run as they run it (the install lines, the quick
+start, the upgrade, each in an environment of its own) start fresh
+processes, and so does every command here when ``BRIDGE_TEST_FORK=0``.
 
 Run as ``python -m tests.launcher``, it reads one JSON request per line:
-``{"start": {"argv", "env", "cwd", "log"}}`` answers ``{"pid"}``;
-``{"poll": PID}`` answers ``{"status"}``, the exit code as
-:attr:`subprocess.Popen.returncode` gives it (negative for a signal), or
-``null`` while the process runs.
+``{"start": {"argv", "env", "cwd", "log"}}`` answers ``{"pid"}`` once the
+child leads a session of its own; ``{"poll": PID}`` answers ``{"status"}``,
+the exit code as :attr:`subprocess.Popen.returncode` gives it (negative for
+a signal), or ``null`` while the process runs. A child is reaped only when
+its own handle asks, so its number cannot be given to another child before
+its handle has seen it end.
 """
 
 from __future__ import annotations
@@ -75,9 +83,9 @@ PRELOADED = (
     "uvicorn",
 )
 
-#: Environment variables read once, as the interpreter starts: a command that sets one to
-#: another value than the launcher's is started fresh.
-_INTERPRETER = (
+#: Environment variables read once, as the interpreter starts or as a preloaded module is
+#: imported: a command that sets one to another value than the launcher's starts fresh.
+READ_AT_IMPORT = (
     "PYTHONPATH",
     "PYTHONHOME",
     "PYTHONSAFEPATH",
@@ -88,6 +96,18 @@ _INTERPRETER = (
     "PYTHONIOENCODING",
     "PYTHONUTF8",
     "PYTHONDEVMODE",
+    "PYTHONHASHSEED",
+    "REMAP_SIGTERM",
+    "KOMBU_LOG_CONNECTION",
+    "KOMBU_LOG_CHANNEL",
+    "KOMBU_LOG_DEBUG",
+    "CELERY_WORKER_REVOKES_MAX",
+    "CELERY_WORKER_SUCCESSFUL_MAX",
+    "CELERY_WORKER_SUCCESSFUL_EXPIRES",
+    "CELERY_WORKER_REVOKE_EXPIRES",
+    "PICKLE_PROTOCOL",
+    "OTEL_PROPAGATORS",
+    "PROMETHEUS_MULTIPROC_DIR",
 )
 
 
@@ -99,13 +119,13 @@ def _stream(fd: int, **options: Any) -> io.TextIOWrapper:
     return io.TextIOWrapper(binary, write_through=unbuffered, **options)
 
 
-def _child(argv: list[str], environ: dict[str, str], cwd: str, log: str) -> None:
+def _child(argv: list[str], environ: dict[str, str], cwd: str, log: str, ready: int) -> None:
     """In the forked child: become the command. It ends this process as it ends its own, by
     ``SystemExit`` or an exception, which leave through the launcher's loop to the
     interpreter's exit (the exit handlers run, the streams are flushed)."""
     os.setsid()
-    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGPIPE, signal.SIGCHLD):
-        signal.signal(signum, signal.SIG_DFL)
+    os.write(ready, b".")
+    os.close(ready)
     null = os.open(os.devnull, os.O_RDONLY)
     out = os.open(log, os.O_WRONLY | os.O_APPEND)
     for fd, source in ((0, null), (1, out), (2, out)):
@@ -127,37 +147,43 @@ def _child(argv: list[str], environ: dict[str, str], cwd: str, log: str) -> None
     os.environ.update(environ)
     time.tzset()
     sys.argv = argv
-    from celery.__main__ import main
+    import celery.__main__
 
-    main()
+    # The command's main module, as ``python -m celery`` has it (click names the program
+    # from it).
+    sys.modules["__main__"] = celery.__main__
+    celery.__main__.main()
     sys.exit(0)
 
 
 def serve() -> None:
-    """The launcher's loop: fork on request, answer the exit codes of the children it reaped."""
+    """The launcher's loop: fork on request; reap a child when its handle asks."""
     for name in PRELOADED:
         importlib.import_module(name)
     ended: dict[int, int] = {}
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     while line := requests.readline():
         request = json.loads(line)
-        while True:
-            with contextlib.suppress(ChildProcessError):
-                pid, status = os.waitpid(-1, os.WNOHANG)
-                if pid:
-                    ended[pid] = os.waitstatus_to_exitcode(status)
-                    continue
-            break
+        answer: dict[str, Any]
         if "start" in request:
             answers.flush()
             start = request["start"]
+            ready, told = os.pipe()
             pid = os.fork()
             if pid == 0:
-                _child(start["argv"], start["env"], start["cwd"], start["log"])  # never returns
-            ended.pop(pid, None)  # a number an earlier child had
-            answer: dict[str, Any] = {"pid": pid}
+                os.close(ready)
+                _child(start["argv"], start["env"], start["cwd"], start["log"], told)
+            os.close(told)
+            os.read(ready, 1)  # its session is its own: a killpg now reaches it
+            os.close(ready)
+            answer = {"pid": pid}
         else:
-            answer = {"status": ended.get(request["poll"])}
+            pid = request["poll"]
+            if pid not in ended:
+                reaped, status = os.waitpid(pid, os.WNOHANG)
+                if reaped:
+                    ended[pid] = os.waitstatus_to_exitcode(status)
+            answer = {"status": ended.get(pid)}
         answers.write(json.dumps(answer).encode() + b"\n")
         answers.flush()
 
@@ -165,15 +191,20 @@ def serve() -> None:
 class Launched:
     """A forked Celery process, as much of :class:`subprocess.Popen` as the tests use."""
 
-    def __init__(self, launcher: Launcher, pid: int, args: list[str]) -> None:
+    def __init__(
+        self, launcher: Launcher, parent: subprocess.Popen[bytes], pid: int, args: list[str]
+    ) -> None:
         self._launcher = launcher
+        #: The launcher process that forked it, the only one that can tell its end.
+        self._parent = parent
         self.pid = pid
         self.args = args
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self._launcher.ask({"poll": self.pid})["status"]
+            answer, _ = self._launcher.ask({"poll": self.pid}, self._parent)
+            self.returncode = answer["status"]
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
@@ -207,11 +238,18 @@ class Launcher:
         return (
             os.environ.get("BRIDGE_TEST_FORK", "1") != "0"
             and argv[:3] == [sys.executable, "-m", "celery"]
-            and all(environ.get(key) == self._environ.get(key) for key in _INTERPRETER)
+            and all(environ.get(key) == self._environ.get(key) for key in READ_AT_IMPORT)
         )
 
-    def ask(self, request: dict[str, Any]) -> dict[str, Any]:
+    def ask(
+        self, request: dict[str, Any], parent: subprocess.Popen[bytes] | None = None
+    ) -> tuple[dict[str, Any], subprocess.Popen[bytes]]:
+        """The launcher's answer to ``request``, and the launcher process that gave it: that
+        process (started now if there is none), or ``parent``, which forked the child asked
+        about; a new launcher would not know that child."""
         with self._lock:
+            if parent is not None and (parent is not self._process or parent.poll() is not None):
+                raise RuntimeError(f"the launcher that forked {request} has exited")
             if self._process is None or self._process.poll() is not None:
                 self._process = subprocess.Popen(
                     [sys.executable, "-m", "tests.launcher"],
@@ -219,15 +257,17 @@ class Launcher:
                     stdout=subprocess.PIPE,
                     env=self._environ,
                     cwd=Path(__file__).resolve().parent.parent,
+                    start_new_session=True,  # out of reach of the terminal's Ctrl-C
                 )
-            assert self._process.stdin is not None and self._process.stdout is not None
-            self._process.stdin.write(json.dumps(request).encode() + b"\n")
-            self._process.stdin.flush()
-            line = self._process.stdout.readline()
+            process = self._process
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write(json.dumps(request).encode() + b"\n")
+            process.stdin.flush()
+            line = process.stdout.readline()
         if not line:
-            raise RuntimeError(f"the launcher exited {self._process.poll()} at {request}")
+            raise RuntimeError(f"the launcher exited {process.poll()} at {request}")
         answer: dict[str, Any] = json.loads(line)
-        return answer
+        return answer, process
 
     def start(self, argv: list[str], environ: dict[str, str], cwd: Path, log: IO[str]) -> Launched:
         """Fork ``argv`` (``python -m celery ...``) with its output appended to ``log``."""
@@ -236,7 +276,8 @@ class Launcher:
 
         program = celery.__main__.__file__
         start = {"argv": [program, *argv[3:]], "env": environ, "cwd": str(cwd), "log": log.name}
-        return Launched(self, self.ask({"start": start})["pid"], argv)
+        answer, parent = self.ask({"start": start})
+        return Launched(self, parent, answer["pid"], argv)
 
 
 if __name__ == "__main__":

@@ -217,20 +217,26 @@ class HistoryStore:
         self, schedule_ids: Sequence[int], count: int
     ) -> dict[int, list[tuple[datetime, str]]]:
         """The plan times and statuses of the latest ``count`` runs of each schedule,
-        oldest first: one query for a whole page of schedules, each read along its own
-        index entries (a ``LATERAL`` join on PostgreSQL, a window elsewhere)."""
-        found: dict[int, list[tuple[datetime, str]]] = {}
+        oldest first (a retry after the attempt it follows): one query for a whole page of
+        schedules, each read along its own index entries (a ``LATERAL`` join on
+        PostgreSQL, a window elsewhere)."""
         if not schedule_ids:
-            return found
+            return {}
+        found: dict[int, list[tuple[datetime, int, str]]] = {}
         with self.database.session() as session:
             statement = _recent_statement(is_postgres(session))
             # On the session's connection: the ORM's handling of the statement cost about a
             # third of the read (:func:`bridge.storage.sql.plain_rows`).
             bound = {**unnest_values("page", {"id": list(schedule_ids)}), "count": count}
-            for schedule_id, plan_time, status in session.connection().execute(statement, bound):
+            for schedule_id, plan_time, attempt, status in session.connection().execute(
+                statement, bound
+            ):
                 if plan_time is not None:
-                    found.setdefault(schedule_id, []).append((plan_time, status))
-        return {key: sorted(values) for key, values in found.items()}
+                    found.setdefault(schedule_id, []).append((plan_time, attempt, status))
+        return {
+            key: [(plan_time, status) for plan_time, _, status in sorted(values)]
+            for key, values in found.items()
+        }
 
 
 @functools.cache
@@ -244,19 +250,18 @@ def _recent_statement(postgres: bool) -> Select[Any]:
     if postgres:
         ids = unnest_bound("page", {"id": Integer()})
         latest = (
-            select(run.plan_time, run.status)
+            select(run.plan_time, run.attempt, run.status)
             .where(run.periodic_task_id == ids.c.id)
             .order_by(*newest_first)
             .limit(count)
             .lateral()
         )
-        return select(ids.c.id, latest.c.plan_time, latest.c.status).select_from(
-            ids.join(latest, true())
-        )
+        return select(ids.c.id, *latest.c).select_from(ids.join(latest, true()))
     ranked = (
         select(
             run.periodic_task_id.label("id"),
             run.plan_time,
+            run.attempt,
             run.status,
             func.row_number()
             .over(partition_by=run.periodic_task_id, order_by=newest_first)
@@ -265,7 +270,9 @@ def _recent_statement(postgres: bool) -> Select[Any]:
         .where(one_of(run.periodic_task_id, postgres=False, name="page_id"))
         .subquery()
     )
-    return select(ranked.c.id, ranked.c.plan_time, ranked.c.status).where(ranked.c.n <= count)
+    return select(ranked.c.id, ranked.c.plan_time, ranked.c.attempt, ranked.c.status).where(
+        ranked.c.n <= count
+    )
 
 
 def _run(session: Session, run_id: str) -> tuple[TaskExecution, str | None]:

@@ -195,20 +195,22 @@ def test_runs_of_every_schedule_newest_first_filtered_and_paged(api: Bridge, mig
 def test_the_latest_statuses_of_a_page_of_schedules_oldest_first(
     api: Bridge, migrated: str
 ) -> None:
-    """The list's strips: each schedule's newest ``count`` runs (a retry after its first
-    attempt), oldest first, in one read for the page; none for a schedule without runs."""
+    """The list's strips: each schedule's newest ``count`` runs, oldest first (a retry after
+    the attempt it follows), in one read for the page; none for a schedule without runs."""
     busy, quiet, idle = add(api, "busy"), add(api, "quiet"), add(api, "idle")
     for minute in range(5):
         record(migrated, busy.id, START + timedelta(minutes=minute), "FAILURE")
-    record(migrated, busy.id, START + timedelta(minutes=4), "SUCCESS", attempt=2)
+    # A lost run and its retry: in the order of their attempts, not of their statuses' names.
+    record(migrated, busy.id, START + timedelta(minutes=5), "LOST")
+    record(migrated, busy.id, START + timedelta(minutes=5), "FAILURE", attempt=2)
     record(migrated, quiet.id, START, "REVOKED")
     for _ in range(2):  # the statement is built once, then bound anew
         found = api.recent_statuses([busy.id, quiet.id, idle.id], 3)
         assert found == {
             busy.id: [
-                (START + timedelta(minutes=3), "FAILURE"),
                 (START + timedelta(minutes=4), "FAILURE"),
-                (START + timedelta(minutes=4), "SUCCESS"),
+                (START + timedelta(minutes=5), "LOST"),
+                (START + timedelta(minutes=5), "FAILURE"),
             ],
             quiet.id: [(START, "REVOKED")],
         }

@@ -234,10 +234,12 @@ class Launcher:
 
     def can_start(self, argv: list[str], environ: dict[str, str]) -> bool:
         """Whether ``argv`` is a ``python -m celery`` command this launcher's interpreter can
-        become: the same Python, the same start-up environment."""
+        become: the same Python, the same start-up environment, and no pool that patches
+        the standard library before anything is imported (gevent, eventlet)."""
         return (
             os.environ.get("BRIDGE_TEST_FORK", "1") != "0"
             and argv[:3] == [sys.executable, "-m", "celery"]
+            and not any("gevent" in arg or "eventlet" in arg for arg in argv)
             and all(environ.get(key) == self._environ.get(key) for key in READ_AT_IMPORT)
         )
 

@@ -29,8 +29,8 @@ Run as ``python -m tests.launcher``, it reads one JSON request per line:
 child leads a session of its own; ``{"poll": PID}`` answers ``{"status"}``,
 the exit code as :attr:`subprocess.Popen.returncode` gives it (negative for
 a signal), or ``null`` while the process runs. A child is reaped only when
-its own handle asks, so its number cannot be given to another child before
-its handle has seen it end.
+its own handle asks, which it does until it has seen it end and not after,
+so its number cannot be given to another child before then.
 """
 
 from __future__ import annotations
@@ -160,7 +160,6 @@ def serve() -> None:
     """The launcher's loop: fork on request; reap a child when its handle asks."""
     for name in PRELOADED:
         importlib.import_module(name)
-    ended: dict[int, int] = {}
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     while line := requests.readline():
         request = json.loads(line)
@@ -178,12 +177,9 @@ def serve() -> None:
             os.close(ready)
             answer = {"pid": pid}
         else:
-            pid = request["poll"]
-            if pid not in ended:
-                reaped, status = os.waitpid(pid, os.WNOHANG)
-                if reaped:
-                    ended[pid] = os.waitstatus_to_exitcode(status)
-            answer = {"status": ended.get(pid)}
+            # Asked until it has ended, never after: its handle keeps the code.
+            reaped, status = os.waitpid(request["poll"], os.WNOHANG)
+            answer = {"status": os.waitstatus_to_exitcode(status) if reaped else None}
         answers.write(json.dumps(answer).encode() + b"\n")
         answers.flush()
 

@@ -28,14 +28,18 @@ from tests.launcher import Launched, Launcher
 
 REPO = Path(__file__).resolve().parent.parent
 CELERY = [sys.executable, "-m", "celery", "-A", "workers.app"]
+
+
+def with_repo(environ: dict[str, str]) -> dict[str, str]:
+    """``environ`` with the checkout first on ``PYTHONPATH``: the tests' Celery processes
+    import ``workers.app`` and ``tests.*`` from it."""
+    path = os.pathsep.join(filter(None, [str(REPO), environ.get("PYTHONPATH")]))
+    return {**environ, "PYTHONPATH": path}
+
+
 #: Forks the Celery processes of this pytest process (see :mod:`tests.launcher`), in the
-#: environment :meth:`Env.environ` gives them.
-LAUNCHER = Launcher(
-    dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    )
-)
+#: environment :meth:`Env.environ` starts from.
+LAUNCHER = Launcher(with_repo(dict(os.environ)))
 PG_ADMIN_URL = os.environ.get(
     "BRIDGE_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 )
@@ -256,8 +260,7 @@ class Env:
         self.server_url = ""
 
     def environ(self, **extra: str) -> dict[str, str]:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+        env = with_repo(dict(os.environ))
         env["BRIDGE_DATABASE_URL"] = self.database_url
         env["BRIDGE_BROKER_DIR"] = str(self.workdir / "broker")
         if self.broker_url:

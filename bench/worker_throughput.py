@@ -8,7 +8,7 @@ Three variants run in the same invocation, each on fresh messages:
 * ``recorder``: ``bridge.recorder.install(app)`` and a plain task;
 * ``bridge-task``: the recorder and ``base=bridge.BridgeTask`` (compare-and-set start).
 
-The messages are what beat sends (``bridge.broker.Publisher``: run id as task
+The messages are what beat sends (``bridge.celery.broker.Publisher``: run id as task
 id, the bridge's headers), spread over ``--schedules`` schedules. For the
 recorded variants their records are real bridge runs, inserted ``SENT`` in
 bulk beforehand, with each schedule's ``last_run_id`` naming its latest run,
@@ -67,7 +67,7 @@ from bench.harness import (
     workdir,
 )
 from bridge import Bridge
-from bridge.broker import Publisher
+from bridge.celery.broker import Publisher
 from bridge.rules.kinds import RunStatus, Trigger
 from bridge.rules.runs import Envelope, Payload, new_run, run_id_for
 from bridge.storage.models import PeriodicTask, TaskExecution

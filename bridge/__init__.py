@@ -16,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from bridge.celery.task import BridgeTask
     from bridge.config import Settings
     from bridge.errors import (
         BridgeError,
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
         Timeline,
         TimerGroup,
     )
-    from bridge.worker.task import BridgeTask
 
     __version__: str
 
@@ -72,7 +72,7 @@ _HOMES = {
     "Backfill": "bridge.manage.api",
     "Bridge": "bridge.manage.api",
     "BridgeError": "bridge.errors",
-    "BridgeTask": "bridge.worker.task",
+    "BridgeTask": "bridge.celery.task",
     "CalendarInUse": "bridge.errors",
     "CalendarInfo": "bridge.manage.api",
     "CalendarNotFound": "bridge.errors",
@@ -99,7 +99,7 @@ def __getattr__(name: str) -> Any:
     elif name in _HOMES:
         value = getattr(importlib.import_module(_HOMES[name]), name)
     else:
-        # AttributeError, not another error: ``from bridge import broker`` relies on it
+        # AttributeError, not another error: ``from bridge.celery import broker`` relies on it
         # to import the submodule, and ``hasattr`` to answer False.
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value

@@ -1,8 +1,8 @@
 """``bridge.recorder.install(app)``, the documented way to record runs on the workers.
 
-The recorder lives in :mod:`bridge.worker.recorder`.
+The recorder lives in :mod:`bridge.celery.recorder`.
 """
 
-from bridge.worker.recorder import Recorder, install
+from bridge.celery.recorder import Recorder, install
 
 __all__ = ["Recorder", "install"]

@@ -1,8 +1,8 @@
 """``bridge.task.BridgeTask``, the documented path of the task base class.
 
-It lives in :mod:`bridge.worker.task`.
+It lives in :mod:`bridge.celery.task`.
 """
 
-from bridge.worker.task import BridgeTask
+from bridge.celery.task import BridgeTask
 
 __all__ = ["BridgeTask"]

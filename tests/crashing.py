@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from bridge.beat.scheduler import DatabaseScheduler
+from bridge.celery.scheduler import DatabaseScheduler
 from bridge.service.fire import Firing
 from bridge.storage.beat import BeatStore
 

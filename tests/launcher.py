@@ -77,8 +77,8 @@ PRELOADED = (
     "pymysql",
     "bridge.recorder",
     "bridge.folder_broker",
-    "bridge.worker.task",
-    "bridge.beat.scheduler",
+    "bridge.celery.task",
+    "bridge.celery.scheduler",
     "bridge.manage.web.app",
     "uvicorn",
 )

@@ -9,7 +9,7 @@ it without waiting a minute. The production scheduler carries no such hook.
 from __future__ import annotations
 
 import bridge.beat.schema
-from bridge.beat.scheduler import DatabaseScheduler
+from bridge.celery.scheduler import DatabaseScheduler
 
 bridge.beat.schema.CHECK_INTERVAL = 1.0
 

@@ -26,7 +26,7 @@ from celery import Celery
 
 import bridge.folder_broker
 import bridge.recorder
-from bridge.worker.task import BridgeTask
+from bridge.celery.task import BridgeTask
 
 app = Celery("workers")
 app.conf.update(

@@ -1,7 +1,9 @@
-"""The beat side: the Celery scheduler class and the fire sequence it runs.
+"""The beat side: the fire sequence and what runs beside it, with no Celery in them.
 
-``celery beat -S bridge`` builds :class:`bridge.beat.scheduler.DatabaseScheduler`,
-which claims due rows, fires them in phases (:mod:`bridge.beat.fire`), keeps
-house (:mod:`bridge.beat.housekeeping`) and syncs the app's ``beat_schedule``
-(:mod:`bridge.beat.sync`).
+``celery beat -S bridge`` builds :class:`bridge.celery.scheduler.DatabaseScheduler`
+(the Celery adapter), which builds these parts, hands them the broker
+(:class:`bridge.service.ports.Broker`) and runs them: the fire sequence that
+claims due rows and fires them in phases (:mod:`bridge.beat.fire`), housekeeping
+(:mod:`bridge.beat.housekeeping`), the watchdog (:mod:`bridge.beat.watchdog`),
+the outage guard and the schema watch.
 """

@@ -43,12 +43,8 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple, TypeVar
+from typing import NamedTuple, TypeVar
 
-import kombu.exceptions
-from celery import Celery
-
-from bridge import broker
 from bridge.beat.finishing import Finish, Finished, Finisher, Fired, finish, renew_marks
 from bridge.beat.metrics import BeatMetrics
 from bridge.clock import utcnow
@@ -67,6 +63,7 @@ from bridge.rules.kinds import RunStatus
 from bridge.service import sending
 from bridge.service.calendars import Calendars
 from bridge.service.fire import Advance, Firing
+from bridge.service.ports import Broker
 from bridge.service.sweeps import Sweeps
 from bridge.storage.beat import Recorded, Replaced, Row
 from bridge.storage.database import DatabaseError
@@ -95,58 +92,6 @@ def report_lost(runs: Sequence[LostRun]) -> None:
     for run in runs:
         owner = "no schedule" if run.schedule is None else repr(run.schedule)
         logger.warning("bridge: run %s of %s marked LOST: %s", run.id, owner, run.reason)
-
-
-class Outbox:
-    """The broker connection beat publishes over, and its producer.
-
-    Connected at the first publish and dropped when the broker fails, so the
-    next batch connects afresh. A connection attempt is made once: the tick
-    must not sit in Celery's long reconnect loop, deaf to SIGTERM, while the
-    broker is down.
-    """
-
-    def __init__(self, app: Celery) -> None:
-        self.app = app
-        self.publisher = broker.Publisher(app)
-        self._connection: Any = None
-        self._producer: Any = None
-        self._errors: tuple[type[BaseException], ...] | None = None
-
-    def producer(self) -> Any:
-        if self._connection is None:
-            self._connection = self.app.connection_for_write()
-        if self._producer is None:
-            self._connection.ensure_connection(max_retries=0)
-            self._producer = broker.batch_producer(self.app, self._connection)
-        return self._producer
-
-    def errors(self) -> tuple[type[BaseException], ...]:
-        """The errors that mean the broker cannot be reached or took a batch in part.
-
-        They are the transport's, the same for every connection: read once,
-        as they are asked for with every message.
-        """
-        if self._errors is None:
-            connection = self._connection or self.app.connection_for_write()
-            self._errors = (
-                kombu.exceptions.OperationalError,
-                # A pipelined batch that failed: delivery of its messages is uncertain.
-                kombu.exceptions.BatchPublishError,
-                OSError,
-                *connection.connection_errors,
-                *connection.channel_errors,
-            )
-        return self._errors
-
-    def drop(self) -> None:
-        """Forget a connection that failed (or at shutdown), so the next send reconnects."""
-        connection, self._connection, self._producer = self._connection, None, None
-        if connection is not None:
-            try:
-                connection.release()
-            except Exception:
-                logger.debug("bridge: releasing a broker connection failed", exc_info=True)
 
 
 @dataclass
@@ -198,19 +143,19 @@ class FireSequence:
 
     def __init__(
         self,
-        app: Celery,
+        broker: Broker,
         settings: Settings,
         firing: Firing,
         sweeps: Sweeps,
         instance: str,
     ) -> None:
-        self.app = app
+        self.broker = broker
         self.settings = settings
         self.firing = firing
         self.store = firing.store
         self.sweeps = sweeps
         self.instance = instance
-        self.outbox = Outbox(app)
+        self.outbox = broker.outbox()
         self.calendars = Calendars(self.store.database)
         #: Opens a span per run sent (``bridge_tracing``); set when beat really starts.
         self.tracer: Tracer | None = None
@@ -516,7 +461,7 @@ class FireSequence:
         """Overlap ``replace``: revoke the open runs the record transaction ended REVOKED."""
         reason = fire.revoke_reason
         try:
-            sending.revoke_recorded(self.app, run_ids, fire.plan.terminate)
+            sending.revoke_recorded(self.broker, run_ids, fire.plan.terminate)
         except self.outbox.errors() as exc:
             logger.debug("bridge: could not revoke runs of %r: %s", fire.row.name, exc)
             raise PublishFailed(exc) from exc
@@ -581,7 +526,7 @@ class FireSequence:
                 continue
             try:
                 sending.publish_or_fail(
-                    self.outbox.publisher,
+                    self.broker,
                     self.store,
                     fire.payload,
                     fire.envelope(send, run_id, expires, _headers_of(traced.get(run_id))),

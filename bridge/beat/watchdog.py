@@ -33,8 +33,6 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 
-from celery import Celery
-
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.notify import Notifier
@@ -43,6 +41,7 @@ from bridge.rules.policy import OnOverrun
 from bridge.rules.retention import FinalRuns, Limits, slice_of, to_look_at
 from bridge.rules.turns import Turns, pause_after
 from bridge.service import alerting, sending
+from bridge.service.ports import Broker
 from bridge.storage.beat import BeatStore
 from bridge.storage.database import Database, DatabaseError, error_reason
 from bridge.storage.health import AtRisk, Cursors, HealthStore
@@ -113,13 +112,13 @@ class Watchdog:
 
     def __init__(
         self,
-        app: Celery,
+        broker: Broker,
         settings: Settings,
         database: Database,
         quiet_for: Callable[[], float] = lambda: math.inf,
         ready: Callable[[], bool] = lambda: True,
     ) -> None:
-        self.app = app
+        self.broker = broker
         self.settings = settings
         #: Seconds left of beat's sleep before its next tick (0 while it fires).
         self.quiet_for = quiet_for
@@ -202,7 +201,7 @@ class Watchdog:
         if self.settings.alerting:
             repeat = timedelta(seconds=self.settings.alert_repeat)
             alerting.send_alerts(
-                self.app,
+                self.broker,
                 self.incidents,
                 self.settings.alert_task,
                 repeat,
@@ -309,7 +308,11 @@ class Watchdog:
         limit = risk.columns["max_runtime"] or self.settings.default_max_runtime
         reason = f"overran its max runtime of {limit:g}s; {action.value}d by the watchdog"
         revoked = sending.revoke(
-            self.app, self.runs, list(state.runs), reason, terminate=action is OnOverrun.TERMINATE
+            self.broker,
+            self.runs,
+            list(state.runs),
+            reason,
+            terminate=action is OnOverrun.TERMINATE,
         )
         for run_id in revoked:
             logger.warning("bridge: run %s of %r %s", run_id, risk.columns["name"], reason)

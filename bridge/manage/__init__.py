@@ -2,5 +2,5 @@
 
 What operators use to create, change, trigger and inspect schedules. It
 reaches the database only through :mod:`bridge.storage` and the broker only
-through :mod:`bridge.broker`.
+through :mod:`bridge.celery.broker`.
 """

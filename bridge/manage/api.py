@@ -25,7 +25,7 @@ from typing import Any, Unpack
 
 from celery import Celery
 
-from bridge.broker import Publisher, check_broker, queue_lengths
+from bridge.celery.broker import CeleryBroker, check_broker, queue_lengths
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import IncidentNotFound, RunSkipped, SendFailed, StateConflict, ValidationError
@@ -476,12 +476,12 @@ class Bridge:
         first. The schedule's next run, remaining runs and breaker are not
         changed: they count scheduled occurrences only.
         """
-        app = self._sender()
+        broker = self._sender()
         mode = manual_overlap(overlap)
         schedule = self.get(name)
         payload = _payload(schedule)
         run_id = str(uuid.uuid4())
-        self._make_way(app, schedule, mode, "run", f"replaced by manual run {run_id}")
+        self._make_way(broker, schedule, mode, "run", f"replaced by manual run {run_id}")
         now = utcnow()
         self.store.record_manual_run(
             new_run(
@@ -491,7 +491,7 @@ class Bridge:
             self._change("run", None if overlap is None else f"overlap {mode.value}"),
             schedule.name,
         )
-        self._send(app, schedule, payload, run_id, now, Trigger.MANUAL, "run")
+        self._send(broker, schedule, payload, run_id, now, Trigger.MANUAL, "run")
         return self.run_info(run_id)
 
     def cancel(self, run_id: str, *, terminate: bool = False, note: str | None = None) -> Run:
@@ -505,12 +505,12 @@ class Bridge:
         """
         flag("terminate", terminate)
         note = check_note(note)
-        app = self._sender()
+        broker = self._sender()
         run = self.run_info(run_id)
         if RunStatus(run.status) not in NON_FINAL_STATUSES:
             raise StateConflict("run", run_id, f"a run that has not ended (it is {run.status})")
         reason = f"cancelled by {self.actor}" + (f": {note}" if note else "")
-        if not sending.revoke(app, self.store, [run_id], reason, terminate):
+        if not sending.revoke(broker, self.store, [run_id], reason, terminate):
             ended = self.run_info(run_id)
             raise StateConflict("run", run_id, f"a run that has not ended (it is {ended.status})")
         if run.schedule is not None:
@@ -527,7 +527,7 @@ class Bridge:
         asked twice sends once. Like :meth:`run`, it leaves the schedule's
         cursor, counters and breaker alone.
         """
-        app = self._sender()
+        broker = self._sender()
         run = self.run_info(run_id)
         if run.schedule is None or run.plan_time is None:
             raise ValidationError("run", run_id, "a run of a schedule")
@@ -555,7 +555,7 @@ class Bridge:
             )
         change = self._change("retry")
         self.store.note_action(schedule.id, schedule.name, change, now, run=retry_id, of=run_id)
-        self._send(app, schedule, payload, retry_id, run.plan_time, Trigger.MANUAL, "retry")
+        self._send(broker, schedule, payload, retry_id, run.plan_time, Trigger.MANUAL, "retry")
         return self.run_info(retry_id)
 
     def retriable(self, runs: Sequence[Run]) -> set[str]:
@@ -597,7 +597,7 @@ class Bridge:
         ``replace``, as for :meth:`run`. The schedule's row (next run,
         counters, remaining runs, breaker) is not changed.
         """
-        app = self._sender()
+        broker = self._sender()
         now = utcnow()
         first, last = required_instant("from", start), required_instant("to", end)
         if last <= first:
@@ -621,7 +621,7 @@ class Bridge:
         on_calendars = {plan for plan in plans if excluded_by(calendars, plan) is not None}
         plans = [plan for plan in plans if plan not in on_calendars]
         payload = _payload(schedule)
-        self._make_way(app, schedule, mode, "backfill", "replaced by a backfill")
+        self._make_way(broker, schedule, mode, "backfill", "replaced by a backfill")
         sent: builtins.list[str] = []
         pruned = self.store.get(name).pruned_through
         for plan in plans:
@@ -632,7 +632,7 @@ class Bridge:
             )
             if not self.store.record_if_new(record):
                 continue
-            self._send(app, schedule, payload, record["id"], plan, Trigger.BACKFILL, "backfill")
+            self._send(broker, schedule, payload, record["id"], plan, Trigger.BACKFILL, "backfill")
             sent.append(record["id"])
         if sent:
             range_ = {"from": first.isoformat(), "to": last.isoformat(), "runs": len(sent)}
@@ -1271,7 +1271,7 @@ class Bridge:
 
     def queue_lengths(self, queues: Collection[str] | None = None) -> dict[str, int | None]:
         """Messages waiting in each of ``queues`` (:meth:`queues` when None), by queue;
-        None where the broker does not answer (see :func:`bridge.broker.queue_lengths`).
+        None where the broker does not answer (see :func:`bridge.celery.broker.queue_lengths`).
         Empty without an app."""
         if self.app is None:
             return {}
@@ -1282,16 +1282,16 @@ class Bridge:
     def _runs(self, run_ids: Collection[str]) -> builtins.list[Run]:
         return [Run.of(row) for row in self.store.runs(run_ids)]
 
-    def _sender(self) -> Celery:
-        """The app to send with, its broker's library known to be there before anything
-        is written."""
+    def _sender(self) -> CeleryBroker:
+        """The broker to send with, its library known to be there before anything is
+        written."""
         if self.app is None:
             raise ValidationError("app", None, "a Celery app to send the run with")
         check_broker(self.app)
-        return self.app
+        return CeleryBroker(self.app)
 
     def _make_way(
-        self, app: Celery, schedule: Schedule, overlap: Overlap, command: str, reason: str
+        self, broker: CeleryBroker, schedule: Schedule, overlap: Overlap, command: str, reason: str
     ) -> None:
         """Apply a manual run's overlap to the schedule's open runs: refuse, revoke or ignore."""
         open_runs = self.store.open_runs(schedule.id)
@@ -1303,11 +1303,11 @@ class Bridge:
             replace_with = Policies.from_columns(schedule).replace_with
             ending = displaced(open_runs, replace_with)
             terminate = replace_with is ReplaceWith.TERMINATE
-            sending.revoke(app, self.store, ending, reason, terminate, endable(terminate))
+            sending.revoke(broker, self.store, ending, reason, terminate, endable(terminate))
 
     def _send(
         self,
-        app: Celery,
+        broker: CeleryBroker,
         schedule: Schedule,
         payload: Payload,
         run_id: str,
@@ -1325,7 +1325,7 @@ class Bridge:
         expires = expires_at(payload, utcnow(), None)
         try:
             sending.publish_or_fail(
-                Publisher(app),
+                broker,
                 self.store,
                 payload,
                 Envelope(run_id, schedule.id, schedule.name, plan_time, trigger, expires),

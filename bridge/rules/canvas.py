@@ -3,12 +3,12 @@
 A canvas is given in Celery's own JSON form (``json.dumps(chain(a.s(), b.s()))``)
 and kept in that form, normalised: every node's keys and values checked, a
 composite's options handed down to its tasks as defaults, nothing else kept.
-Nothing is sent here; :mod:`bridge.broker` turns the marked form back into a
+Nothing is sent here; :mod:`bridge.celery.broker` turns the marked form back into a
 Celery signature and applies it.
 
 One run covers the whole canvas. Every task of it carries the run's headers
 and :data:`HEADER_RUN`, so a worker maps each task's events to the one run
-record; its first task's id is the run id (so :class:`bridge.worker.task.BridgeTask`'s
+record; its first task's id is the run id (so :class:`bridge.celery.task.BridgeTask`'s
 once-only start holds for it), and the tasks that end the canvas (a chain's
 last, a chord's body, each task of a group that ends it) carry
 :data:`HEADER_PART`. The run ends when each of those has succeeded (the run

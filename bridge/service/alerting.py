@@ -26,13 +26,11 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from celery import Celery
-
-from bridge import broker
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.notify import Notifier, alert_urls
 from bridge.rules.alerts import alert_payload, retry_after, title
+from bridge.service.ports import Broker
 from bridge.storage.incidents import IncidentStore
 
 logger = logging.getLogger("bridge.alerts")
@@ -49,7 +47,7 @@ def notifier_of(settings: Settings) -> Notifier | None:
 
 
 def send_alerts(
-    app: Celery,
+    broker: Broker,
     incidents: IncidentStore,
     task: str,
     repeat: timedelta,
@@ -79,7 +77,7 @@ def send_alerts(
             failed += delivery.failed
         if task and TASK not in done:
             try:
-                broker.send_alert(app, task, payload)
+                broker.send_alert(task, payload)
                 done.add(TASK)
             except Exception as exc:
                 logger.error("bridge: the alert task refused an alert (%s)", type(exc).__name__)

@@ -21,13 +21,11 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any, Protocol
 
-from celery import Celery
-
-from bridge import broker
 from bridge.clock import utcnow
 from bridge.errors import BridgeError
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.rules.runs import Envelope, Payload
+from bridge.service.ports import Broker
 
 
 class RunEnds(Protocol):
@@ -57,7 +55,7 @@ def failure_reason(exc: BaseException) -> str:
 
 
 def publish_or_fail(
-    publisher: broker.Publisher,
+    broker: Broker,
     runs: RunEnds,
     payload: Payload,
     envelope: Envelope,
@@ -70,7 +68,7 @@ def publish_or_fail(
     record stays ``PENDING`` for the caller to send again.
     """
     try:
-        publisher.publish(payload, envelope, utcnow(), producer)
+        broker.publish(payload, envelope, utcnow(), producer)
     except transient:
         raise
     except Exception as exc:
@@ -80,7 +78,7 @@ def publish_or_fail(
 
 
 def revoke(
-    app: Celery,
+    broker: Broker,
     runs: RunEnds,
     run_ids: Sequence[str],
     reason: str,
@@ -94,11 +92,11 @@ def revoke(
     if not run_ids:
         return []
     ended = runs.finish_runs(run_ids, RunStatus.REVOKED, utcnow(), reason, statuses)
-    revoke_recorded(app, ended, terminate)
+    revoke_recorded(broker, ended, terminate)
     return ended
 
 
-def revoke_recorded(app: Celery, run_ids: Sequence[str], terminate: bool = True) -> None:
+def revoke_recorded(broker: Broker, run_ids: Sequence[str], terminate: bool = True) -> None:
     """Revoke on every worker runs whose records already say ``REVOKED`` and why."""
     if run_ids:
-        broker.revoke(app, list(run_ids), terminate)
+        broker.revoke(run_ids, terminate)

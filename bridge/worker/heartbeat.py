@@ -24,14 +24,13 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from celery import Celery
-
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import BridgeError
 from bridge.notify import Notifier
 from bridge.rules.words import short_duration
 from bridge.service import alerting
+from bridge.service.ports import Broker
 from bridge.storage.database import DatabaseError, error_reason
 from bridge.storage.health import HealthStore
 from bridge.storage.incidents import IncidentStore, Opening
@@ -105,8 +104,8 @@ class WorkerHeartbeat:
 class BeatWatch:
     """A worker's watch on beat: an incident, and its alert, when no beat ticks."""
 
-    def __init__(self, app: Celery, settings: Settings, store: RecordStore) -> None:
-        self.app = app
+    def __init__(self, broker: Broker, settings: Settings, store: RecordStore) -> None:
+        self.broker = broker
         self.settings = settings
         self.incidents = IncidentStore(store.database)
         self.health = HealthStore(store.database)
@@ -129,7 +128,7 @@ class BeatWatch:
         if self.settings.alerting:
             repeat = timedelta(seconds=self.settings.alert_repeat)
             alerting.send_alerts(
-                self.app,
+                self.broker,
                 self.incidents,
                 self.settings.alert_task,
                 repeat,

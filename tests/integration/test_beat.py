@@ -221,7 +221,7 @@ def test_sigterm_finishes_the_fire_in_hand_clears_marks_and_exits(pg_env: Env) -
     # The full batches were finished, and their runs logged, by the finishing process.
     assert "/bridge-finish] bridge: fired 's" in beat.log
     # The lazily built banner instance works too.
-    assert "scheduler -> bridge.beat.scheduler.DatabaseScheduler" in beat.log
+    assert "scheduler -> bridge.celery.scheduler.DatabaseScheduler" in beat.log
     assert "database -> postgresql+psycopg://" in beat.log
 
 

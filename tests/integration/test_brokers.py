@@ -26,7 +26,7 @@ from celery import Celery
 from celery.signals import before_task_publish
 from kombu import Queue
 
-from bridge.broker import Publisher, batch_producer
+from bridge.celery.broker import Publisher, batch_producer
 from bridge.clock import utcnow
 from bridge.rules.kinds import Trigger
 from bridge.rules.runs import Envelope, Payload

@@ -13,8 +13,10 @@ import pytest
 from celery import Celery
 from sqlalchemy import select
 
-from bridge import Bridge, broker
+from bridge import Bridge
 from bridge.beat.fire import FireSequence
+from bridge.celery import broker
+from bridge.celery.broker import CeleryBroker
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.rules.decisions import Thresholds, endable
@@ -109,7 +111,7 @@ def test_a_beat_that_lost_its_lease_revokes_disables_and_records_nothing(
 
     def fire(instance: str, claimed: list[PeriodicTask]) -> int:
         fires = FireSequence(
-            app,
+            CeleryBroker(app),
             Settings(),
             Firing(api.database, Thresholds()),
             Sweeps(api.database, Thresholds()),
@@ -300,7 +302,7 @@ def test_a_batch_fires_while_other_schedules_and_their_runs_are_held(api: Bridge
             )
         )
     fires = FireSequence(
-        Celery("locks-test", broker="memory://"),
+        CeleryBroker(Celery("locks-test", broker="memory://")),
         Settings(),
         Firing(api.database, Thresholds()),
         Sweeps(api.database, Thresholds()),

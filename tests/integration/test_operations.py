@@ -14,7 +14,8 @@ from celery import Celery
 from sqlalchemy import delete, event, insert, update
 
 from bridge import Bridge, ValidationError
-from bridge.beat.sync import sync_beat_schedule
+from bridge.celery.beat_schedule import sync_beat_schedule
+from bridge.celery.broker import CeleryBroker
 from bridge.errors import RunNotFound, StateConflict
 from bridge.manage.bulk import export_schedules, import_schedules
 from bridge.rules.decisions import Thresholds
@@ -607,7 +608,7 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
             .where(table.c.id.in_(ids))
             .values(failure_streak=3, failing_since=FAILING_SINCE)
         )
-    watchdog = watchdog_module.Watchdog(app, api.settings, api.database)
+    watchdog = watchdog_module.Watchdog(CeleryBroker(app), api.settings, api.database)
     now = datetime.now(UTC)
     for look in range(3):  # looks of 2, 2 and 1
         watchdog.judge(now + timedelta(seconds=look))

@@ -13,9 +13,9 @@ import pytest
 import redis
 from celery import Celery
 
+from bridge.celery.recorder import Recorder
 from bridge.config import Settings
 from bridge.storage.database import database_for
-from bridge.worker.recorder import Recorder
 from tests.support import REDIS_URL, Env, rows, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -152,7 +152,8 @@ def test_bridge_task_runs_a_run_delivered_three_times_once(broker_env: Env) -> N
     schedule_id = json.loads(env.cli("show", "once", "--json").stdout)["id"]
     again = (
         "from datetime import UTC, datetime\n"
-        "from bridge.broker import Publisher\nfrom bridge.rules.runs import Envelope, Payload\n"
+        "from bridge.celery.broker import Publisher\n"
+        "from bridge.rules.runs import Envelope, Payload\n"
         "from bridge.rules.kinds import Trigger\n"
         f"payload = Payload('workers.app.once', [], {kwargs!r}, {{}})\n"
         f"envelope = Envelope({run_id!r}, {schedule_id}, 'once', datetime.now(UTC),"
@@ -234,7 +235,8 @@ def test_bridge_task_copies_delivered_together_run_once(pg_env: Env) -> None:
     send(
         env,
         "from bridge import Bridge\n"
-        "from bridge.broker import Publisher\nfrom bridge.rules.runs import Envelope, Payload\n"
+        "from bridge.celery.broker import Publisher\n"
+        "from bridge.rules.runs import Envelope, Payload\n"
         "from bridge.rules.kinds import Trigger\n"
         "bridge = Bridge(app)\n"
         "run, schedule = bridge.run('together'), bridge.get('together')\n"

@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from bridge import Bridge
+from bridge.celery.broker import CeleryBroker
 from bridge.rules.retention import Limits, to_look_at
 from bridge.storage.database import database_for
 from bridge.storage.models import PeriodicTask, TaskExecution
@@ -189,7 +190,7 @@ def test_the_watchdog_prunes_over_its_passes(api: Bridge, migrated: str) -> None
     aged = add(api, "watched-age")
     runs(migrated, counted, [now - i * timedelta(minutes=1) for i in range(20)])
     runs(migrated, aged, [now - timedelta(days=40, minutes=i) for i in range(30)])
-    watchdog = Watchdog(app, api.settings, api.database)
+    watchdog = Watchdog(CeleryBroker(app), api.settings, api.database)
     for _ in range(3):
         watchdog.prune(datetime.now(UTC))
     assert len(kept(migrated, counted)) == 5

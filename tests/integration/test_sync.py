@@ -14,7 +14,7 @@ from celery.schedules import crontab
 from sqlalchemy import update
 
 from bridge import Bridge
-from bridge.beat.sync import sync_beat_schedule
+from bridge.celery.beat_schedule import sync_beat_schedule
 from bridge.config import Settings
 from bridge.storage.database import database_for
 from bridge.storage.models import PeriodicTask

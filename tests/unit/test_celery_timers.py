@@ -3,7 +3,7 @@
 Property tests: for generated crontabs, intervals and solar events, in zones
 with daylight saving, from instants spread over several years, the bridge's
 next ten occurrences equal the ten fire times Celery's ``crontab``,
-``schedule`` and ``solar`` compute (``bridge.celery_schedules.fire_times`` asks their
+``schedule`` and ``solar`` compute (``bridge.celery.schedules.fire_times`` asks their
 ``remaining_estimate``, as beat does).
 """
 
@@ -18,7 +18,7 @@ from celery.schedules import crontab, schedule, solar
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from bridge.celery_schedules import celery_cron_text, fire_times, solar_text, timer_text, zoned
+from bridge.celery.schedules import celery_cron_text, fire_times, solar_text, timer_text, zoned
 from bridge.rules.solar import EVENTS
 from bridge.rules.timers import TimerSyntaxError, parse_timer, upcoming
 

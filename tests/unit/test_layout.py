@@ -84,8 +84,8 @@ def imported(source: str, package: str) -> list[tuple[int, str, bool]]:
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            # What is imported from a package may be a module of it: ``from bridge import
-            # broker`` imports bridge.broker.
+            # What is imported from a package may be a module of it: ``from bridge.celery
+            # import broker`` imports bridge.celery.broker.
             module = importlib.util.resolve_name("." * node.level + (node.module or ""), package)
             names = [f"{module}.{alias.name}" for alias in node.names]
         else:
@@ -112,14 +112,15 @@ def test_the_check_finds_an_import_of_a_library(tmp_path: Path) -> None:
     module = tmp_path / "solar.py"
     module.write_text(
         "import json\nimport ephem\nfrom bridge.rules.kinds import RunStatus\n"
-        "from bridge.storage import models\nfrom . import values\nfrom bridge import broker\n"
+        "from bridge.storage import models\nfrom . import values\n"
+        "from bridge.celery import broker\n"
         "from ..storage.models import PeriodicTask\n"
         "def load():\n    import ephem\n    import croniter\n"
     )
     assert foreign(module, "bridge.rules") == [
         "solar.py line 2: ephem",
         "solar.py line 4: bridge.storage.models",
-        "solar.py line 6: bridge.broker",
+        "solar.py line 6: bridge.celery.broker",
         "solar.py line 7: bridge.storage.models.PeriodicTask",
         "solar.py line 10: croniter (deferred)",
     ]
@@ -187,11 +188,11 @@ def test_the_public_names_are_those_of_their_modules() -> None:
 
 
 def test_an_unknown_name_is_an_attribute_error() -> None:
-    """``hasattr`` answers False, and ``from bridge import broker`` imports the submodule."""
+    """``hasattr`` answers False, and ``from bridge import clock`` imports the submodule."""
     assert not hasattr(bridge, "Nothing")
-    from bridge import broker
+    from bridge import clock
 
-    assert broker.__name__ == "bridge.broker"
+    assert clock.__name__ == "bridge.clock"
 
 
 def test_the_wheel_lists_every_package_of_the_source() -> None:

@@ -1,8 +1,8 @@
 """Tests of the checks every schedule definition goes through, and of their refusals.
 
 Covers bridge.rules.definition (definitions and their first occurrence), bridge.config
-(settings lookup), bridge.beat.sync.timer_text (``beat_schedule`` values into timer texts)
-and bridge.rules.runs (run ids, payloads and message options).
+(settings lookup), bridge.celery.beat_schedule.timer_text (``beat_schedule`` values into
+timer texts) and bridge.rules.runs (run ids, payloads and message options).
 Each refusal must name the field and repeat the value, so a user can find and fix it.
 """
 
@@ -20,7 +20,7 @@ from celery.schedules import crontab, schedule, solar
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.beat.sync import timer_text
+from bridge.celery.beat_schedule import timer_text
 from bridge.config import DEFAULT_DATABASE_URL, Settings
 from bridge.errors import ValidationError
 from bridge.rules.definition import (

@@ -6,7 +6,7 @@ Each source entry becomes a *candidate*: the bridge definition it converts to
 (the last run, the run count, one-offs already done, the description), and
 the Celery schedule object the source would fire it by. The next ten fire
 times are computed both ways, by that object's own ``remaining_estimate``
-(:func:`bridge.celery_schedules.fire_times`) and by the bridge's timer from the
+(:func:`bridge.celery.schedules.fire_times`) and by the bridge's timer from the
 cursor the import gives the row; an entry whose times differ, or whose
 definition the bridge cannot hold exactly, is refused with the reason,
 unless ``approximate`` is given, and then imported and named in the report.

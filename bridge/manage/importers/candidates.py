@@ -22,7 +22,7 @@ from zoneinfo import ZoneInfo
 from celery import Celery
 from celery.schedules import crontab
 
-from bridge.celery_schedules import celery_cron_text, crontab_text, fire_times, zoned
+from bridge.celery.schedules import celery_cron_text, crontab_text, fire_times, zoned
 from bridge.errors import BridgeError
 from bridge.rules.decisions import NOTE_SOURCE_SPENT
 from bridge.rules.definition import Definition, build_definition

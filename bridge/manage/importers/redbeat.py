@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 from celery.schedules import schedule
 
-from bridge.celery_schedules import interval_text
+from bridge.celery.schedules import interval_text
 from bridge.errors import BridgeError, ValidationError
 from bridge.manage.importers.candidates import (
     Candidate,

@@ -15,7 +15,7 @@ from typing import Any
 
 from celery.schedules import schedule, solar
 
-from bridge.celery_schedules import interval_text, solar_text
+from bridge.celery.schedules import interval_text, solar_text
 from bridge.errors import ValidationError
 from bridge.manage.importers.candidates import (
     Candidate,

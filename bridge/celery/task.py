@@ -24,8 +24,8 @@ from typing import Any
 from celery import Task
 from celery.exceptions import Ignore
 
+from bridge.celery import recorder
 from bridge.rules.canvas import run_of
-from bridge.worker import recorder
 
 logger = logging.getLogger("bridge.task")
 

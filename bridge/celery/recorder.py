@@ -15,7 +15,7 @@ queue of record writes (:mod:`bridge.worker.backlog`), whose thread writes what 
 gathered in one transaction of a few round trips, however many runs it
 holds; a run's changes in one batch are merged into one update. A change is
 written within :data:`bridge.worker.backlog.GATHER` seconds; only the
-compare-and-set start of a :class:`bridge.worker.task.BridgeTask` waits for its
+compare-and-set start of a :class:`bridge.celery.task.BridgeTask` waits for its
 answer.
 
 A final status is also settled on the run's schedule in the same
@@ -38,7 +38,7 @@ from typing import Any
 
 from celery import Celery, signals
 
-from bridge.broker import check_broker
+from bridge.celery.broker import CeleryBroker, check_broker
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import BridgeError
@@ -62,7 +62,7 @@ logger = logging.getLogger("bridge.recorder")
 SHUTDOWN_FLUSH_SECONDS = 5.0
 #: The longest a BridgeTask delivery waits to learn whether it starts its run.
 START_ANSWER_SECONDS = 30.0
-#: Set on the request of a delivery :class:`bridge.worker.task.BridgeTask` dropped as a
+#: Set on the request of a delivery :class:`bridge.celery.task.BridgeTask` dropped as a
 #: duplicate: the recorder then records nothing for it.
 DUPLICATE = "bridge_duplicate"
 #: How many canvas tasks a worker remembers the run of, for a failure its main process
@@ -459,7 +459,7 @@ def install(app: Celery, settings: Settings | None = None) -> Recorder:
     def worker_ready(sender: Any = None, **_: Any) -> None:
         if getattr(sender, "app", None) is app:
             interval = recorder.settings.worker_timeout / 3
-            watch = BeatWatch(app, recorder.settings, recorder.store)
+            watch = BeatWatch(CeleryBroker(app), recorder.settings, recorder.store)
             heartbeat = WorkerHeartbeat(recorder.store, sender.hostname, interval, watch)
             heartbeat.start()
             heartbeats.append(heartbeat)

@@ -22,7 +22,7 @@ from typing import Any
 
 from celery import Celery
 
-from bridge.celery_schedules import crontab_text, timer_text
+from bridge.celery.schedules import crontab_text, timer_text
 from bridge.clock import utcnow
 from bridge.errors import ValidationError
 from bridge.rules.definition import Definition, build_definition, require_occurrence

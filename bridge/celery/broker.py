@@ -1,9 +1,10 @@
-"""Sending runs to the broker: publishing a run's message and revoking runs.
+"""The broker, through Celery: publishing a run's message, revoking runs, sending alerts.
 
-The one part of the bridge, besides the worker signals, that talks to Celery's
-broker. Beat (scheduled runs) and the management API (manual runs, backfills,
-cancels) both send through it, so every message carries the same headers and
-options.
+:class:`CeleryBroker` is what beat, the workers and the management API are
+handed as their :class:`bridge.service.ports.Broker`: beat (scheduled runs),
+the management API (manual runs, backfills, cancels) and the watchdog
+(overruns, alerts) all send through it, so every message carries the same
+headers and options. The rest of the bridge does not import Celery or kombu.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import kombu.exceptions
 from celery import Celery, signature
 from celery.utils.nodenames import anon_nodename
 from celery.utils.saferepr import saferepr
@@ -23,6 +26,8 @@ from kombu.exceptions import OperationalError
 from bridge.extras import EXTRA_MODULES, EXTRA_OF_SCHEME, MissingExtra, scheme_of
 from bridge.rules.canvas import Canvas
 from bridge.rules.runs import Envelope, Payload
+
+logger = logging.getLogger("bridge.scheduler")
 
 #: Options a task registered in the app lends its runs, as its own ``apply_async`` would;
 #: a schedule's options win. Not ``expires``: a run's expiry is the envelope's alone.
@@ -187,6 +192,87 @@ def batch_producer(app: Celery, connection: Any) -> Any:
     return _batch_producer_class(app.amqp.Producer)(connection, auto_declare=False)
 
 
+class CeleryBroker:
+    """The broker of one Celery app, as beat, the workers and the management API use it
+    (:class:`bridge.service.ports.Broker`)."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+        self._publisher: Publisher | None = None
+
+    @property
+    def publisher(self) -> Publisher:
+        """Built at the first publish: a process that never sends reads no settings."""
+        if self._publisher is None:
+            self._publisher = Publisher(self.app)
+        return self._publisher
+
+    def publish(
+        self, payload: Payload, envelope: Envelope, now: datetime, producer: Any = None
+    ) -> None:
+        self.publisher.publish(payload, envelope, now, producer)
+
+    def revoke(self, run_ids: Sequence[str], terminate: bool) -> None:
+        revoke(self.app, list(run_ids), terminate)
+
+    def send_alert(self, task: str, payload: dict[str, Any]) -> None:
+        self.app.send_task(task, args=[payload])
+
+    def outbox(self) -> Outbox:
+        return Outbox(self.app)
+
+
+class Outbox:
+    """A broker connection batches are published over, and its producer.
+
+    Connected at the first publish and dropped when the broker fails, so the
+    next batch connects afresh. A connection attempt is made once: the tick
+    must not sit in Celery's long reconnect loop, deaf to SIGTERM, while the
+    broker is down.
+    """
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+        self._connection: Any = None
+        self._producer: Any = None
+        self._errors: tuple[type[BaseException], ...] | None = None
+
+    def producer(self) -> Any:
+        if self._connection is None:
+            self._connection = self.app.connection_for_write()
+        if self._producer is None:
+            self._connection.ensure_connection(max_retries=0)
+            self._producer = batch_producer(self.app, self._connection)
+        return self._producer
+
+    def errors(self) -> tuple[type[BaseException], ...]:
+        """The errors that mean the broker cannot be reached or took a batch in part.
+
+        They are the transport's, the same for every connection: read once,
+        as they are asked for with every message.
+        """
+        if self._errors is None:
+            connection = self._connection or self.app.connection_for_write()
+            self._errors = (
+                kombu.exceptions.OperationalError,
+                # A pipelined batch that failed: delivery of its messages is uncertain.
+                kombu.exceptions.BatchPublishError,
+                OSError,
+                *connection.connection_errors,
+                *connection.channel_errors,
+            )
+        return self._errors
+
+    def drop(self) -> None:
+        """Forget a connection that failed (or at shutdown), so the next send reconnects."""
+        connection, self._connection, self._producer = self._connection, None, None
+        if connection is not None:
+            try:
+                connection.release()
+            except Exception:
+                logger.debug("bridge: releasing a broker connection failed", exc_info=True)
+
+
 def revoke(app: Celery, run_ids: list[str], terminate: bool = True) -> None:
     """Revoke runs, and with ``terminate`` end them where they already execute (overlap
     ``replace``, a cancel that asks for it) with SIGTERM.
@@ -229,11 +315,6 @@ def _waiting(connection: Any, queue: str) -> int:
     finally:
         with contextlib.suppress(*connection.channel_errors, *connection.connection_errors):
             channel.close()
-
-
-def send_alert(app: Celery, task: str, payload: dict[str, Any]) -> None:
-    """Send an alert to the user's alert task, its payload as the one argument."""
-    app.send_task(task, args=[payload])
 
 
 def check_broker(app: Any) -> None:

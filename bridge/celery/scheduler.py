@@ -9,7 +9,8 @@ outside are seen promptly. Beat holds no copy of the schedule: the table is
 the schedule.
 
 This module is Celery's contract only: building the parts from the
-settings, the tick, a stop that finishes the fire in hand, and closing.
+settings (and the broker they send through, :class:`~bridge.celery.broker.CeleryBroker`),
+the tick, a stop that finishes the fire in hand, and closing.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ from bridge.beat.housekeeping import Housekeeper
 from bridge.beat.metrics import BeatMetrics, beat_metrics
 from bridge.beat.outage import Guard
 from bridge.beat.schema import REFUSED_STATUS, SchemaWatch
-from bridge.beat.sync import sync_beat_schedule
 from bridge.beat.watchdog import Watchdog
-from bridge.broker import check_broker
+from bridge.celery.beat_schedule import sync_beat_schedule
+from bridge.celery.broker import CeleryBroker, check_broker
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import BridgeError, ValidationError
@@ -119,11 +120,12 @@ class DatabaseScheduler(Scheduler):  # type: ignore[misc]
             on_database_lost=self._database_lost,
             on_trouble=lambda kind: self.metrics.outage(kind),
         )
+        broker = CeleryBroker(app)
         self.fires = FireSequence(
-            app, self.settings, self.firing, self.housekeeper.sweeps, self.instance
+            broker, self.settings, self.firing, self.housekeeper.sweeps, self.instance
         )
         self.watchdog = Watchdog(
-            app, self.settings, self.database, self.quiet_for, lambda: self.schema.matched
+            broker, self.settings, self.database, self.quiet_for, lambda: self.schema.matched
         )
         self._config_synced = not self.settings.sync_beat_schedule
         #: The rows the next tick claims at most (see FIRST_BATCH).

@@ -1,0 +1,27 @@
+"""The Celery adapter: where the bridge meets Celery, and the one package that imports it.
+
+Celery drives the bridge through three entry points, and the bridge drives
+Celery through one object:
+
+- :mod:`bridge.celery.scheduler`: ``celery beat -S bridge`` builds its
+  :class:`~bridge.celery.scheduler.DatabaseScheduler`, which builds beat's
+  parts (:mod:`bridge.beat`) and runs them from Celery's beat loop;
+- :mod:`bridge.celery.recorder`: ``bridge.recorder.install(app)`` connects
+  the worker signals to the run records (:mod:`bridge.service.records`) and
+  starts the worker's heartbeat (:mod:`bridge.worker`);
+- :mod:`bridge.celery.task`: ``BridgeTask``, the task base class whose start
+  is a compare-and-set;
+- :mod:`bridge.celery.broker`: :class:`~bridge.celery.broker.CeleryBroker`,
+  the broker as beat, the workers and the services are handed it
+  (:class:`bridge.service.ports.Broker`): publishing a run's message,
+  revoking runs, sending alerts;
+- :mod:`bridge.celery.schedules` and :mod:`bridge.celery.beat_schedule`:
+  Celery's schedule objects as timer texts, and the app's ``beat_schedule``
+  synced into the table.
+
+Below this package nothing imports Celery, kombu or a broker client (an
+import contract says so): the fire sequence, the watchdog and the units of
+work are the scheduler's own logic, handed the broker by the entry point
+that builds them. The documented import paths ``bridge.scheduler``,
+``bridge.recorder`` and ``bridge.task`` name what lives here.
+"""

@@ -29,26 +29,6 @@ from bridge.broker import Publisher, check_broker, queue_lengths
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import IncidentNotFound, RunSkipped, SendFailed, StateConflict, ValidationError
-from bridge.manage.views import (
-    AuditRecord,
-    Backfill,
-    CalendarInfo,
-    Gap,
-    IncidentRecord,
-    Instance,
-    LabelRate,
-    Page,
-    Preview,
-    Run,
-    Schedule,
-    SchedulerHealth,
-    Stats,
-    Status,
-    Timeline,
-    TimerGroup,
-    Token,
-    Worker,
-)
 from bridge.rules import paging
 from bridge.rules.calendars import (
     Calendar,
@@ -119,6 +99,27 @@ from bridge.service.calendars import read as read_calendar
 from bridge.service.edits import Edits
 from bridge.service.incidents import Acknowledgements
 from bridge.service.tokens import Tokens
+from bridge.service.views import (
+    AuditRecord,
+    Backfill,
+    CalendarInfo,
+    Gap,
+    IncidentRecord,
+    Instance,
+    LabelRate,
+    Page,
+    Preview,
+    Run,
+    Schedule,
+    SchedulerHealth,
+    Stats,
+    Status,
+    Timeline,
+    TimerGroup,
+    Token,
+    Worker,
+    upcoming_json,
+)
 from bridge.storage.audit import AuditStore, Change
 from bridge.storage.database import (
     Database,
@@ -1413,7 +1414,9 @@ __all__ = [
     "Status",
     "Timeline",
     "TimerGroup",
+    "Token",
     "Worker",
     "error_reason",
     "is_conflict",
+    "upcoming_json",
 ]

@@ -8,18 +8,22 @@
 Every method checks its input completely before it writes, and raises
 :class:`~bridge.errors.ValidationError` or :class:`~bridge.errors.ScheduleNotFound`.
 The CLI is a thin layer over this class.
+
+:class:`Bridge` is itself a façade over the services of :mod:`bridge.service`,
+which check, read, change and return the views. It keeps what needs the
+Celery app, which no service imports: the app's zone and registered tasks
+(handed to the services that check a timer or a task), the queues, and the
+runs sent by hand, recorded and then published through the broker.
 """
 
 from __future__ import annotations
 
 import builtins
 import getpass
-import secrets
 import socket
 import uuid
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime, timedelta
 from itertools import islice
 from typing import Any, Unpack
 
@@ -28,8 +32,49 @@ from celery import Celery
 from bridge.celery.broker import CeleryBroker, check_broker, queue_lengths
 from bridge.clock import utcnow
 from bridge.config import Settings
-from bridge.errors import IncidentNotFound, RunSkipped, SendFailed, StateConflict, ValidationError
-from bridge.manage.views import (
+from bridge.errors import RunSkipped, SendFailed, StateConflict, ValidationError
+from bridge.rules import paging
+from bridge.rules.calendars import (
+    Calendar,
+    excluded_by,
+)
+from bridge.rules.canvas import stored_canvas
+from bridge.rules.decisions import (
+    Forecast,
+    Way,
+    displaced,
+    endable,
+    first_at_or_after,
+    manual_overlap,
+    occurrences,
+    overlap_way,
+)
+from bridge.rules.definition import (
+    check_note,
+)
+from bridge.rules.health import State
+from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus, Trigger
+from bridge.rules.policy import Overlap, Policies, PolicyFields, ReplaceWith
+from bridge.rules.runs import Envelope, Payload, expires_at, new_run, run_id_for
+from bridge.rules.timers import Timer, parse_timer
+from bridge.rules.tokens import (
+    Role,
+)
+from bridge.rules.values import (
+    flag,
+    lookup_text,
+    required_instant,
+    whole_number,
+)
+from bridge.service import sending
+from bridge.service.calendars import Calendars
+from bridge.service.forecasts import MAX_FORECAST, NOTE_RUNNING_RUN, TIMELINE_FIRES, Forecasts
+from bridge.service.history import RETRIABLE, History
+from bridge.service.incidents import Incidents
+from bridge.service.readings import Readings
+from bridge.service.schedules import Schedules
+from bridge.service.tokens import Tokens
+from bridge.service.views import (
     AuditRecord,
     Backfill,
     CalendarInfo,
@@ -48,108 +93,22 @@ from bridge.manage.views import (
     TimerGroup,
     Token,
     Worker,
+    upcoming_json,
 )
-from bridge.rules import paging
-from bridge.rules.calendars import (
-    Calendar,
-    CalendarKind,
-    calendars_named,
-    excluded_by,
-    names_of,
-    names_text,
-)
-from bridge.rules.canvas import stored_canvas
-from bridge.rules.decisions import (
-    FINISHED_NOTES,
-    Forecast,
-    Way,
-    displaced,
-    endable,
-    first_at_or_after,
-    forecast,
-    manual_overlap,
-    occurrences,
-    overlap_way,
-)
-from bridge.rules.definition import (
-    build_definition,
-    check_label,
-    check_labels,
-    check_name,
-    check_note,
-    check_timer,
-    check_timezone,
-    require_occurrence,
-    stored_timezone,
-    with_queue,
-)
-from bridge.rules.edits import FRESH_STATE, retimes
-from bridge.rules.fire import state_of
-from bridge.rules.health import State, health_of, states_counted, watched
-from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus, Source, Trigger
-from bridge.rules.policy import Overlap, Policies, PolicyFields, ReplaceWith, duration
-from bridge.rules.retention import Limits, to_look_at
-from bridge.rules.runs import Envelope, Payload, expires_at, new_run, run_id_for
-from bridge.rules.stats import spread, success_rate
-from bridge.rules.timers import Timer, load_zone, parse_timer
-from bridge.rules.tokens import (
-    TOKEN_PREFIX,
-    Role,
-    check_role,
-    check_token_name,
-    digest,
-    expiry,
-    may_be_named_token,
-    session_end,
-)
-from bridge.rules.values import (
-    aware,
-    column_of,
-    flag,
-    instant,
-    lookup_text,
-    required_instant,
-    seconds,
-    whole_number,
-)
-from bridge.rules.words import timer_words
-from bridge.service import sending
-from bridge.service.calendars import Calendars
-from bridge.service.calendars import read as read_calendar
-from bridge.service.edits import Edits
-from bridge.service.incidents import Acknowledgements
-from bridge.service.tokens import Tokens
-from bridge.storage.audit import AuditStore, Change
+from bridge.service.watch import Watch
+from bridge.storage.audit import Change
 from bridge.storage.database import (
     Database,
     DatabaseError,
     database_for,
     error_reason,
     is_conflict,
-    shown_url,
 )
-from bridge.storage.health import HealthStore
-from bridge.storage.history import PAGE_KEY, HistoryStore, RunFilter
-from bridge.storage.incidents import IncidentStore
-from bridge.storage.overview import ENDED_COLUMNS, Overview, OverviewStore
-from bridge.storage.retention import Pruned, Retention
+from bridge.storage.overview import ENDED_COLUMNS, Overview
+from bridge.storage.retention import Pruned
 from bridge.storage.runs import RunsSeen, Sent
-from bridge.storage.schedules import SORTS, ScheduleFilter, ScheduleStore
-from bridge.storage.tokens import TokenStore
 from bridge.version import __version__
 
-#: The most runs :meth:`Bridge.forecast` (``bridge next``) looks ahead.
-MAX_FORECAST = 1000
-#: Why a fixed-delay schedule whose run is under way has no next run yet.
-NOTE_RUNNING_RUN = "after the running run completes"
-#: Why a schedule whose owed work waits for an open run has no next run yet.
-NOTE_OPEN_RUN = "when its open run ends"
-#: Where :meth:`Bridge.resume` restarts a schedule.
-RESUME_FROM = ("now", "catchup")
-#: The statuses of a run that :meth:`Bridge.retry` sends again.
-RETRIABLE = (RunStatus.FAILURE, RunStatus.LOST, RunStatus.REVOKED)
-#: The latest runs of a window whose durations and start delays :meth:`Bridge.stats` reads.
-STATS_SAMPLE = 10_000
 #: The rows of a page when none is asked for.
 PAGE_DEFAULT = 100
 #: The states a list of schedules can be narrowed to (``ls --state``, the dashboard's
@@ -162,18 +121,6 @@ STATE_FILTERS: dict[str, dict[str, bool]] = {
     "late": {"late": True},
     "failing": {"failing": True},
 }
-#: The timers (with their zones) :meth:`Bridge.timeline` draws at most: those most schedules
-#: share. Schedules under others are counted as left out.
-TIMELINE_GROUPS = 200
-#: The fires :meth:`Bridge.timeline` works out at most, across its timers: a day of a
-#: timer firing every second is 86,400. Timers beyond are left out.
-TIMELINE_FIRES = 200_000
-#: The labels :meth:`Bridge.label_rates` gives at most, by name.
-LABELS_RATED = 200
-#: Schedules :meth:`Bridge.prune` reads at a time.
-PRUNE_SLICE = 500
-#: ``silenced_until`` of a schedule silenced until someone unsilences it.
-SILENCED_FOREVER = datetime(9999, 1, 1, tzinfo=UTC)
 
 
 def default_actor(surface: str = "python") -> str:
@@ -199,19 +146,16 @@ class Bridge:
         self.app = app
         self.settings = settings or Settings.from_app(app)
         self.database: Database = database_for(database_url or self.settings.database_url)
-        self.store = ScheduleStore(self.database)
-        self.edits = Edits(self.database)
-        self.history_store = HistoryStore(self.database)
-        self.audit_store = AuditStore(self.database)
-        self.overview_store = OverviewStore(self.database)
-        self.incident_store = IncidentStore(self.database)
-        self.health_store = HealthStore(self.database)
-        self.retention = Retention(self.database)
-        self.token_store = TokenStore(self.database)
-        self.token_changes = Tokens(self.database)
-        self.acknowledgements = Acknowledgements(self.database)
+        self.readings = Readings(self.database, self.settings)
+        #: The schedules' gateway, through which the runs sent by hand are recorded.
+        self.store = self.readings.store
         self.calendar_book = Calendars(self.database)
-        self.calendar_store = self.calendar_book.store
+        self.schedule_changes = Schedules(self.database, self.readings, self.calendar_book)
+        self.forecasts = Forecasts(self.store, self.calendar_book)
+        self.run_history = History(self.database, self.settings, self.readings)
+        self.watch = Watch(self.database, self.settings, self.store, self.readings.health_store)
+        self.incident_book = Incidents(self.database)
+        self.token_book = Tokens(self.database)
         #: Who the audit log says made the changes of this object: ``cli:alice@host``, ...
         self.actor = actor or default_actor()
 
@@ -268,34 +212,25 @@ class Bridge:
         options, a chain, a group or a chord (``chain(a.s(), b.s())``, or its JSON
         form), every task of which is checked as ``task`` is. One run covers it all.
         """
-        now = utcnow()
-        check_name(name)
-        anchor = aware("anchor", anchor) if anchor is not None else now
-        flag("enabled", enabled)
-        flag("allow_unknown_task", allow_unknown_task)
-        checked_labels = check_labels(labels)
-        definition, timer_ = build_definition(
+        return self.schedule_changes.add(
+            name,
             task=task,
             timer=timer,
-            timezone=self.default_timezone() if timezone is None else timezone,
-            anchor=anchor,
+            signature=signature,
             args=args,
             kwargs=kwargs,
-            options=with_queue(options, queue),
+            timezone=timezone,
+            queue=queue,
+            options=options,
+            enabled=enabled,
+            anchor=anchor,
+            allow_unknown_task=allow_unknown_task,
+            labels=labels,
             policies=policies,
-            known_tasks=None if allow_unknown_task else self.known_tasks(),
-            known_calendars=self._calendar_names(policies),
-            signature=signature,
+            known_tasks=self.known_tasks,
+            default_timezone=self.default_timezone,
+            actor=self.actor,
         )
-        first = require_occurrence(timer_, definition.policies, now, timer)
-        row = self.edits.insert(
-            definition.new_row(
-                name, anchor=anchor, first=first, enabled=enabled, source=Source.API, now=now
-            ),
-            checked_labels,
-            self._change("create"),
-        )
-        return self._judged([row], now)[0]
 
     def edit(
         self,
@@ -324,52 +259,22 @@ class Bridge:
         equal to the stored ones (or none given) write nothing: ``updated_at``
         stays as it was. ``labels`` replace the schedule's labels.
         """
-        now = utcnow()
-        lookup_text("name", name)
-        flag("allow_unknown_task", allow_unknown_task)
-        wanted_labels = None if labels is None else check_labels(labels)
-        # Read before the change's transaction, which SQLite lets no other connection read.
-        known_calendars = self._calendar_names(policies)
-        with self.edits.changing(name, self._change("edit"), now) as editing:
-            row = editing.row
-            # A new timer starts from now (an interval's grid is anchored there).
-            anchor = now if timer is not None and timer != row.timer else row.anchor
-            canvas = row.signature if signature is None else signature
-            cleared = canvas == CLEARED
-            definition, timer_ = build_definition(
-                task=_edited_task(row.task, task, signature, cleared),
-                timer=row.timer if timer is None else timer,
-                timezone=row.timezone if timezone is None else timezone,
-                anchor=anchor,
-                args=row.args if args is None else args,
-                kwargs=row.kwargs if kwargs is None else kwargs,
-                options=with_queue(row.options if options is None else options, queue),
-                policies=policies,
-                base=Policies.from_columns(row),
-                known_tasks=None
-                if allow_unknown_task or (task is None and signature is None)
-                else self.known_tasks(),
-                known_calendars=known_calendars,
-                signature=None if cleared else canvas,
-            )
-            columns = definition.columns()
-            retimed = retimes(row, columns)
-            relabelled = wanted_labels is not None and wanted_labels != editing.labels
-            unchanged = all(getattr(row, key) == value for key, value in columns.items())
-            if retimed or relabelled or not unchanged:
-                if wanted_labels is not None:
-                    editing.labels = wanted_labels
-                if retimed:
-                    written = row.timer if timer is None else timer
-                    row.next_occurrence = row.nextrun = require_occurrence(
-                        timer_, definition.policies, now, written
-                    )
-                    row.anchor = anchor
-                for key, value in columns.items():
-                    setattr(row, key, value)
-                row.updated_at = now
-        # Read again outside the change's transaction: judging the health reads the runs.
-        return self.get(name)
+        return self.schedule_changes.edit(
+            name,
+            task=task,
+            timer=timer,
+            signature=signature,
+            args=args,
+            kwargs=kwargs,
+            timezone=timezone,
+            queue=queue,
+            options=options,
+            allow_unknown_task=allow_unknown_task,
+            labels=labels,
+            policies=policies,
+            known_tasks=self.known_tasks,
+            actor=self.actor,
+        )
 
     def pause(self, name: str, note: str | None = None) -> Schedule:
         """Stop firing the schedule until it is resumed; ``note`` says why.
@@ -378,20 +283,7 @@ class Bridge:
         new note; without one, or with the note it has, pausing it again is
         refused and writes nothing.
         """
-        lookup_text("name", name)
-        note = check_note(note)
-        now = utcnow()
-        with self.edits.changing(name, self._change("pause", note), now) as editing:
-            row = editing.row
-            if not row.enabled and (note is None or note == row.note):
-                shown = f"paused: {row.note}" if row.note else "paused"
-                raise StateConflict(
-                    "name", name, f"a schedule that is not paused already (it is {shown})"
-                )
-            row.enabled = False
-            row.note = note
-            row.updated_at = now
-        return self.get(name)
+        return self.schedule_changes.pause(name, note, self.actor)
 
     def resume(self, name: str, from_: str = "now") -> Schedule:
         """Fire the schedule again; clears the note, the broken flag, the breaker and retries.
@@ -402,31 +294,7 @@ class Bridge:
         beat catches up the occurrences missed meanwhile as the schedule's
         catch-up policy says.
         """
-        if from_ not in RESUME_FROM:
-            raise ValidationError("from", from_, " or ".join(RESUME_FROM))
-        now = utcnow()
-        lookup_text("name", name)
-        with self.edits.changing(name, self._change("resume", f"from {from_}"), now) as editing:
-            row = editing.row
-            if row.enabled and not row.broken:
-                raise StateConflict(
-                    "name", name, "a paused or broken schedule (it is enabled: nothing to resume)"
-                )
-            if from_ == "now":
-                timer_ = parse_timer(row.timer, row.timezone, row.anchor)
-                policies = Policies.from_columns(row)
-                row.next_occurrence = require_occurrence(timer_, policies, now, row.timer)
-            elif row.next_occurrence is None:
-                raise ValidationError(
-                    "from", from_, "now (the schedule has no occurrence left to catch up from)"
-                )
-            for key, value in FRESH_STATE.items():
-                setattr(row, key, value)
-            row.nextrun = row.next_occurrence
-            row.enabled = True
-            row.note = None
-            row.updated_at = now
-        return self.get(name)
+        return self.schedule_changes.resume(name, from_, self.actor)
 
     def pause_label(self, label: str, note: str | None = None) -> builtins.list[Schedule]:
         """Pause every enabled schedule carrying ``label``; the schedules paused.
@@ -434,38 +302,18 @@ class Bridge:
         Each is paused as :meth:`pause` pauses it, with its own audit entry;
         those paused already are left as they are.
         """
-        note = check_note(note)
-        paused = []
-        for name in self.store.names_with_label(check_label(label)):
-            if not self.get(name).enabled:
-                continue  # paused already, broken or finished: left as it is
-            try:
-                paused.append(self.pause(name, note))
-            except StateConflict:
-                continue  # paused meanwhile by someone else
-        return paused
+        return self.schedule_changes.pause_label(label, note, self.actor)
 
     def resume_label(self, label: str, from_: str = "now") -> builtins.list[Schedule]:
         """Resume every paused or broken schedule carrying ``label``; the schedules resumed.
 
         A finished schedule (no occurrence left) is left as it is.
         """
-        if from_ not in RESUME_FROM:
-            raise ValidationError("from", from_, " or ".join(RESUME_FROM))
-        resumed = []
-        for name in self.store.names_with_label(check_label(label)):
-            schedule = self.get(name)
-            if (schedule.enabled and not schedule.broken) or schedule.note in FINISHED_NOTES:
-                continue
-            try:
-                resumed.append(self.resume(name, from_))
-            except StateConflict:
-                continue  # resumed meanwhile by someone else
-        return resumed
+        return self.schedule_changes.resume_label(label, from_, self.actor)
 
     def remove(self, name: str) -> None:
         """Delete the schedule and, by cascade, its runs."""
-        self.edits.remove(lookup_text("name", name), self._change("delete"), utcnow())
+        self.schedule_changes.remove(name, self.actor)
 
     def run(self, name: str, overlap: str | None = None) -> Run:
         """Send a run now (``trigger=manual``), whatever the timer says.
@@ -562,17 +410,7 @@ class Bridge:
         """The ids of those of ``runs`` that :meth:`retry` would send again: ended FAILURE,
         LOST or REVOKED, and still the latest attempt of their occurrence (a page that
         lists an attempt a retry replaced offers no retry of it, which would be refused)."""
-        ended: dict[int, list[tuple[datetime, Run]]] = {}
-        for run in runs:
-            if RunStatus(run.status) not in RETRIABLE:
-                continue
-            if run.schedule_id is not None and run.plan_time is not None:
-                ended.setdefault(run.schedule_id, []).append((run.plan_time, run))
-        found: set[str] = set()
-        for schedule_id, plans in ended.items():
-            latest = self.history_store.latest_attempts(schedule_id, [plan for plan, _ in plans])
-            found.update(run.id for plan, run in plans if latest.get(plan) == run.attempt)
-        return found
+        return self.run_history.retriable(runs)
 
     def backfill(
         self,
@@ -617,7 +455,7 @@ class Bridge:
                 "a timer with fixed occurrences (a fixed-delay timer has none to backfill)",
             )
         plans = _occurrences(timer_, first, last, limit, end)
-        calendars = self._calendars_of(schedule.skip_calendars)
+        calendars = self.calendar_book.named(schedule.skip_calendars)
         on_calendars = {plan for plan in plans if excluded_by(calendars, plan) is not None}
         plans = [plan for plan in plans if plan not in on_calendars]
         payload = _payload(schedule)
@@ -646,43 +484,21 @@ class Bridge:
 
     def get(self, name: str) -> Schedule:
         """The schedule called ``name``, with its health."""
-        return self._judged([self.store.get(lookup_text("name", name))])[0]
+        return self.readings.get(name)
 
     def named(self, names: Collection[str]) -> builtins.list[Schedule]:
         """The schedules called ``names`` that exist, by name, each with its health judged:
         one read for them all, for a page of them that another listing chose."""
-        if not names:
-            return []
-        return self._judged(self.store.named(names))
+        return self.readings.named(names)
 
     def list(self) -> builtins.list[Schedule]:
         """Every schedule, by name, with its health."""
-        return self._judged(self.store.all())
-
-    def _judged(self, rows: Sequence[Any], now: datetime | None = None) -> builtins.list[Schedule]:
-        """Views of ``rows`` (table rows), each with its health judged from its open runs at
-        ``now``."""
-        now = now or utcnow()
-        seen = self.health_store.runs_seen([row.id for row in rows], now)
-        return self._views(rows, seen, now)
-
-    def _views(self, rows: Sequence[Any], seen: RunsSeen, now: datetime) -> builtins.list[Schedule]:
-        """Views of ``rows`` (table rows or mappings of their columns), each with its health
-        judged from ``seen`` at ``now``."""
-        return [Schedule.of(row, self.health_of(row, seen, now)) for row in rows]
+        return self.readings.every()
 
     def health_of(self, row: Any, seen: RunsSeen, now: datetime) -> State:
         """The health of the schedule ``row`` (columns or a mapping) from ``seen``, its own
         limits falling back on the app's."""
-        row_id = column_of(row, "id")
-        subject = watched(
-            row,
-            seen.runs.get(row_id, ()),
-            self.settings.default_grace,
-            self.settings.default_max_runtime,
-            seen.last_started.get(row_id),
-        )
-        return health_of(subject, now)
+        return self.readings.health_of(row, seen, now)
 
     def schedules(
         self,
@@ -710,49 +526,26 @@ class Bridge:
         fire. ``sort="next"`` lists the enabled schedules that have a next
         run, soonest first. ``cursor`` is the ``next`` of the page before.
         """
-        if sort not in SORTS:
-            raise ValidationError("sort", sort, " or ".join(SORTS))
-        limit = whole_number("limit", limit, high=paging.PAGE_MAX)
-        now = now or utcnow()
-        kinds: tuple[type, ...] = (datetime, int) if sort == "next" else (str,)
-        after = None if cursor is None else paging.decode(cursor, kinds)
-        flags = (
-            ("enabled", enabled),
-            ("paused", paused),
-            ("finished", finished),
-            ("broken", broken),
-            ("failing", failing),
-        )
-        for field, value in flags:
-            if value is not None:
-                flag(field, value)
-        where = ScheduleFilter(
-            prefix=None if prefix is None else lookup_text("prefix", prefix),
-            task=None if task is None else lookup_text("task", task),
+        return self.readings.page(
+            prefix=prefix,
+            task=task,
             enabled=enabled,
             paused=paused,
-            finished=finished,
             broken=broken,
             failing=failing,
-            label=None if label is None else check_label(label),
-            late_at=now if late else None,
-            default_grace=self.settings.default_grace,
+            label=label,
+            late=late,
+            finished=finished,
+            sort=sort,
+            cursor=cursor,
+            limit=limit,
+            now=now,
         )
-        if late is False:
-            raise ValidationError("late", late, "true, or left out")
-        found = self.store.page(where, sort, after, limit + 1, now)
-        items = self._views(found.rows[:limit], found.seen, now)
-        key: Callable[[Any], tuple[Any, ...]] = (
-            (lambda row: (row["nextrun"], row["id"]))
-            if sort == "next"
-            else (lambda row: (row["name"],))
-        )
-        return Page(items, paging.following(found.rows, limit, key))
 
     @property
     def grace(self) -> timedelta:
         """How long a schedule may be due before it counts as late."""
-        return timedelta(seconds=self.settings.default_grace)
+        return self.watch.grace
 
     def runs(
         self,
@@ -769,29 +562,19 @@ class Bridge:
         schedule ``name``, or of every schedule; filtered by status, trigger and a range
         of plan times (``since`` included, ``until`` not). ``cursor`` is the ``next`` of
         the page before."""
-        limit = whole_number("limit", limit, high=paging.PAGE_MAX)
-        after = None if cursor is None else paging.decode(cursor, PAGE_KEY)
-        where = RunFilter(
-            schedule_id=None if name is None else self.store.id_of(lookup_text("name", name)),
-            statuses=_choices("status", status, [s.value for s in RunStatus]),
-            triggers=_choices("trigger", trigger, [t.value for t in Trigger]),
-            since=None if since is None else instant("since", since, optional=True),
-            until=None if until is None else instant("until", until, optional=True),
-        )
-        found = [
-            Run.of(run, name) for run, name in self.history_store.page(where, after, limit + 1)
-        ]
-        return Page(
-            found[:limit],
-            paging.following(found, limit, lambda r: (r.plan_time, r.attempt, r.id)),
+        return self.run_history.runs(
+            name,
+            status=status,
+            trigger=trigger,
+            since=since,
+            until=until,
+            cursor=cursor,
+            limit=limit,
         )
 
     def run_info(self, run_id: str) -> Run:
         """One run, with its error and traceback; :class:`~bridge.errors.RunNotFound` if none."""
-        if not isinstance(run_id, str):
-            raise ValidationError("run", run_id, "a run id")
-        run, schedule = self.history_store.get(lookup_text("run", run_id))
-        return Run.of(run, schedule)
+        return self.run_history.run(run_id)
 
     def stats(
         self, name: str, window: str | float | timedelta = "1d", now: datetime | None = None
@@ -804,53 +587,11 @@ class Bridge:
         touch: they cover whole hours, from the hour ``window`` ago falls in. The
         durations and delays come from the runs still recorded in the window.
         """
-        span = duration("window", window)
-        until = now or utcnow()
-        schedule = self.get(name)
-        found = self.history_store.window(schedule.id, until - span, until, STATS_SAMPLE)
-        ended = (RunStatus.SUCCESS, RunStatus.FAILURE, RunStatus.REVOKED, RunStatus.LOST)
-        tallied = {status.value: int(found.tallied[status.value.lower()]) for status in ended}
-        counts = {status: count for status, count in {**tallied, **found.open}.items() if count}
-        return Stats(
-            schedule=schedule.name,
-            window=span.total_seconds(),
-            since=until - span,
-            until=until,
-            counts=counts,
-            success_rate=success_rate(counts),
-            duration=spread(found.runtimes),
-            start_delay=spread(found.start_delays),
-            skipped=int(found.tallied["skipped"]),
-            missed=int(found.tallied["missed"]),
-            alerts=int(found.tallied["alerts"]),
-            totals={
-                RunStatus.SUCCESS.value: schedule.success_count,
-                RunStatus.FAILURE.value: schedule.failure_count,
-                RunStatus.REVOKED.value: schedule.revoked_count,
-                RunStatus.LOST.value: schedule.lost_count,
-                "skipped": schedule.skipped_count,
-                "missed": schedule.missed_count,
-                "excluded": schedule.excluded_count,
-                "expired": schedule.expired_count,
-                "alerts": schedule.alert_count,
-            },
-        )
+        return self.run_history.stats(name, window, now)
 
     def status(self, now: datetime | None = None) -> Status:
         """The beat instances and workers, the due rows nobody holds and the worst lateness."""
-        now = now or utcnow()
-        lease_start = now - timedelta(seconds=self.settings.lease_seconds)
-        late = self.store.lateness(now, lease_start)
-        return Status(
-            instances=[Instance.of(row) for row in late.instances],
-            workers=[Worker.of(row) for row in late.workers],
-            due_unclaimed=late.due_unclaimed,
-            worst_lateness=(
-                None if late.oldest_due is None else (now - late.oldest_due).total_seconds()
-            ),
-            now=now,
-            beat_timeout=self.settings.lease_seconds,
-        )
+        return self.watch.status(now)
 
     def health(
         self, beat_timeout: float | None = None, now: datetime | None = None
@@ -858,16 +599,7 @@ class Bridge:
         """Whether a beat ticked within ``beat_timeout`` seconds (default: the lease, past
         which its rows are taken over anyway) and the schema is one this release runs
         against."""
-        schema = self.database.schema()
-        problem = schema.refusal(__version__, shown_url(self.database.url))
-        if problem is not None:
-            # The tables may not be there to read the instances from.
-            empty = Status([], [], 0, None, now or utcnow(), self.settings.lease_seconds)
-            return SchedulerHealth(schema.revision, schema.head, empty, problem)
-        status = self.status(now)
-        if beat_timeout is not None:
-            status = replace(status, beat_timeout=seconds("beat_timeout", beat_timeout))
-        return SchedulerHealth(schema.revision, schema.head, status)
+        return self.watch.health(beat_timeout, now)
 
     # -- incidents, silence, retention ---------------------------------------------------
 
@@ -875,22 +607,13 @@ class Bridge:
         self, *, open_only: bool = False, cursor: str | None = None, limit: int = PAGE_DEFAULT
     ) -> Page[IncidentRecord]:
         """Incidents, newest first (``open_only``: those not closed)."""
-        limit = whole_number("limit", limit, high=paging.PAGE_MAX)
-        before = None if cursor is None else paging.decode(cursor, (int,))[0]
-        found = [
-            IncidentRecord.of(i) for i in self.incident_store.page(open_only, before, limit + 1)
-        ]
-        return Page(found[:limit], paging.following(found, limit, lambda i: (i.id,)))
+        return self.incident_book.page(open_only, cursor, limit)
 
     def acknowledge(self, incident_id: int) -> IncidentRecord:
         """Acknowledge an incident: its alert is not repeated (its recovery still goes). The
         audit log records it (``acknowledge``, naming the incident and its kind) in the
         incident's schedule's trail; acknowledging it again changes and logs nothing."""
-        number = whole_number("incident", incident_id)
-        incident = self.acknowledgements.acknowledge(number, self._change("acknowledge"), utcnow())
-        if incident is None:
-            raise IncidentNotFound(number)
-        return IncidentRecord.of(incident)
+        return self.incident_book.acknowledge(incident_id, self._change("acknowledge"), utcnow())
 
     # -- named tokens and dashboard sessions (the HTTP server's) ----------------------------
 
@@ -899,117 +622,70 @@ class Bridge:
         ``expires`` (a duration such as ``90d``; None: until revoked). Returns it and its
         secret, which the store does not keep: this is the one time it can be shown. The
         audit log records it (``create token``), naming the token and its role."""
-        now = utcnow()
-        check_token_name(name)
-        checked_role = check_role(role)
-        until = expiry(expires, now)
-        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        row = self.token_changes.create(
-            name, checked_role.value, digest(secret), now, self._change("create token"), until
-        )
-        return Token.of(row), secret
+        return self.token_book.create(name, role, expires, self._change("create token"))
 
     def tokens(self) -> builtins.list[Token]:
         """Every named token, revoked and expired ones too, by name."""
-        return [Token.of(row) for row in self.token_store.every()]
+        return self.token_book.every()
 
     def revoke_token(self, name: str) -> Token:
         """Stop the token ``name`` working, and end the dashboard sessions it began. The
         audit log records it (``revoke token``) unless the token was revoked already."""
-        change = self._change("revoke token")
-        row = self.token_changes.revoke(lookup_text("name", name), utcnow(), change)
-        if row is None:
-            raise ValidationError("name", name, "the name of a token (see bridge token ls)")
-        return Token.of(row)
+        return self.token_book.revoke(name, self._change("revoke token"))
 
     def token_holder(self, secret: str) -> Token | None:
         """The named token whose secret is ``secret``, while it works (not revoked, not
         expired); None otherwise."""
-        if not may_be_named_token(secret):
-            return None
-        row = self.token_store.holder(digest(secret), utcnow())
-        return None if row is None else Token.of(row)
+        return self.token_book.holder(secret)
 
     def begin_session(self, role: Role, token: Token | None, lifetime: timedelta) -> str:
         """Record a dashboard session of ``role``, begun with the named ``token`` (None: a
         settings token), for ``lifetime`` or until the token expires. Returns the session's
         secret, for the browser's cookie; the store keeps its digest."""
-        now = utcnow()
-        secret = secrets.token_urlsafe(32)
-        end = session_end(now, lifetime, None if token is None else token.expires_at)
-        token_id = None if token is None else token.id
-        self.token_store.begin_session(digest(secret), token_id, role.value, now, end)
-        return secret
+        return self.token_book.begin_session(role, token, lifetime)
 
     def session(self, secret: str) -> tuple[Role, Token | None] | None:
         """The role of the dashboard session ``secret`` and its named token (None: a settings
         token's session), while the session and its token last; None once either ended."""
-        found = self.token_store.session_of(digest(secret), utcnow())
-        if found is None:
-            return None
-        session, token = found
-        return Role(session.role), None if token is None else Token.of(token)
+        return self.token_book.session(secret)
 
     def end_session(self, secret: str) -> None:
         """End a dashboard session (sign-out): its cookie no longer signs anyone in."""
-        self.token_store.end_session(digest(secret))
+        self.token_book.end_session(secret)
 
     def silence(self, name: str, for_: str | float | timedelta | None = None) -> Schedule:
         """Send no alert about the schedule for ``for_`` (a duration), or until
         :meth:`unsilence` when None. Its incidents are still recorded."""
-        now = utcnow()
-        until = SILENCED_FOREVER if for_ is None else now + duration("for", for_)
-        note = "until unsilenced" if for_ is None else f"until {until.isoformat()}"
-        lookup_text("name", name)
-        with self.edits.changing(name, self._change("silence", note), now) as editing:
-            editing.row.silenced_until = until
-        return self.get(name)
+        return self.schedule_changes.silence(name, for_, self.actor)
 
     def unsilence(self, name: str) -> Schedule:
         """Send the schedule's alerts again."""
-        change = self._change("unsilence")
-        with self.edits.changing(lookup_text("name", name), change, utcnow()) as editing:
-            editing.row.silenced_until = None
-        return self.get(name)
+        return self.schedule_changes.unsilence(name, self.actor)
 
     def prune(self, dry_run: bool = False) -> Pruned:
         """Prune every schedule's old final runs now, as beat's watchdog does over time
         (see :mod:`bridge.storage.retention`): every schedule's final runs are counted,
         a slice at a time, and those that hold runs to delete are pruned to their limits;
         with ``dry_run``, what would go is counted only."""
-        limits = Limits(self.settings.history_keep_runs, self.settings.history_keep_days)
-        now = utcnow()
-        schedules = runs = 0
-        after = 0
-        while True:
-            counted = self.retention.count_slice(after, PRUNE_SLICE, limits, now)
-            schedules += counted.schedules
-            for flagged in to_look_at(counted.counted):
-                runs += self.retention.prune_schedule(flagged, now, dry_run, thorough=True)
-            if counted.last_id is None:
-                return Pruned(schedules, runs)
-            after = counted.last_id
+        return self.run_history.prune(dry_run)
 
     def health_counts(self, now: datetime | None = None) -> dict[str, int]:
         """How many schedules are in each health state (see
         :meth:`bridge.storage.health.HealthStore.counts` and
         :func:`bridge.rules.health.states_counted`)."""
-        found = self.health_store.counts(now or utcnow(), self.settings.default_grace)
-        return states_counted(found)
+        return self.watch.health_counts(now)
 
     def recent_statuses(
         self, schedule_ids: Sequence[int], count: int = 20
     ) -> dict[int, builtins.list[tuple[datetime, str]]]:
         """The plan times and statuses of each schedule's latest ``count`` runs, oldest first."""
-        return self.history_store.recent_statuses(schedule_ids, count)
+        return self.run_history.recent_statuses(schedule_ids, count)
 
     def gaps(self, name: str, since: datetime, limit: int = 100) -> builtins.list[Gap]:
         """The hours since ``since`` in which the schedule skipped or missed occurrences, with
         how many of each, newest first (at most ``limit``): what a run's history does not
         show, from the hourly tallies."""
-        schedule_id = self.store.id_of(lookup_text("name", name))
-        found = self.history_store.gaps(schedule_id, since, whole_number("limit", limit, low=1))
-        return [Gap(hour, skipped, missed) for hour, skipped, missed in found]
+        return self.run_history.gaps(name, since, limit)
 
     def timeline(
         self, span: timedelta = timedelta(hours=24), now: datetime | None = None
@@ -1025,42 +701,7 @@ class Bridge:
         :data:`TIMELINE_FIRES` occurrences are worked out: the timer that spends
         the last of them is cut short (``more``), those after it are left out.
         """
-        since = now or utcnow()
-        until = since + span
-        groups: builtins.list[TimerGroup] = []
-        left_out, budget = 0, TIMELINE_FIRES
-        rows = self.store.timer_groups(until, TIMELINE_GROUPS + 1)
-        book = self.calendar_book.book_for(row.skip_calendars for row in rows)
-        for row in rows:
-            # A calendar gone or unreadable is left out of a picture rather than refused.
-            calendars = [book[name] for name in names_of(row.skip_calendars) if name in book]
-            zone = stored_timezone(row.timezone)
-            try:
-                timer = check_timer(row.timer, zone, row.soonest)
-            except ValidationError:
-                timer = None
-            if timer is None or len(groups) == TIMELINE_GROUPS or budget <= 0:
-                left_out += row.schedules
-                continue
-            fires: builtins.list[datetime] = []
-            looked = 0
-            at: datetime | None = row.soonest
-            if row.soonest < since:  # overdue: beat fires it now, its timer on from there
-                fires.append(since)
-                at = timer.next_after(since)
-            while at is not None and at < until and looked < budget:
-                looked += 1
-                if excluded_by(calendars, at) is None:
-                    fires.append(at)
-                at = None if timer.fixed_delay else timer.next_after(at)
-            budget -= max(looked, len(fires))
-            more = at is not None and at < until
-            groups.append(
-                TimerGroup(
-                    row.timer, zone, timer_words(timer), row.schedules, row.first_name, fires, more
-                )
-            )
-        return Timeline(since, until, groups, left_out)
+        return self.forecasts.timeline(span, now)
 
     def label_rates(
         self, window: str | float | timedelta = "7d", now: datetime | None = None
@@ -1068,31 +709,19 @@ class Bridge:
         """Each label's runs that ended over the last ``window`` (the hourly tallies of its
         schedules, from the hour ``window`` ago falls in), by status, with their success
         rate; by label, the first :data:`LABELS_RATED` with any run."""
-        span = duration("window", window)
-        found = self.history_store.label_tallies((now or utcnow()) - span, LABELS_RATED)
-        rates = []
-        for label, tallied in found:
-            counts = {status.upper(): count for status, count in tallied.items() if count}
-            rates.append(LabelRate(label, counts, success_rate(counts)))
-        return rates
+        return self.run_history.label_rates(window, now)
 
     def overview(self, now: datetime | None = None) -> Overview:
         """What the metrics show: the first ``bridge_metrics_max_schedules`` schedules by
         name with their counters, and the totals of every schedule."""
-        now = now or utcnow()
-        return self.overview_store.read(self.settings.metrics_max_schedules, now - self.grace, now)
+        return self.watch.overview(now)
 
     def audit(
         self, name: str | None = None, *, cursor: str | None = None, limit: int = PAGE_DEFAULT
     ) -> Page[AuditRecord]:
         """The audit log, newest first: every change to the schedule ``name`` (deleted or
         not), or to every schedule."""
-        limit = whole_number("limit", limit, high=paging.PAGE_MAX)
-        before = None if cursor is None else paging.decode(cursor, (int,))[0]
-        if name is not None:
-            lookup_text("name", name)
-        found = [AuditRecord.of(entry) for entry in self.audit_store.trail(name, before, limit + 1)]
-        return Page(found[:limit], paging.following(found, limit, lambda e: (e.id,)))
+        return self.run_history.audit(name, cursor, limit)
 
     def history(self, name: str, limit: int = 20) -> builtins.list[Run]:
         """The schedule's runs, newest first."""
@@ -1109,15 +738,7 @@ class Bridge:
         run to end, or has a fixed delay, whose later runs depend on when
         each run completes.
         """
-        count = whole_number("count", count, high=MAX_FORECAST)
-        row = self.store.get(lookup_text("name", name))
-        if not row.enabled:
-            return Forecast([], _disabled_note(row.note, row.broken))
-        state = state_of(row, self.calendar_book.book_for([row.skip_calendars]))
-        if row.nextrun is None:
-            waiting = NOTE_RUNNING_RUN if state.fixed_delay else NOTE_OPEN_RUN
-            return Forecast([], waiting)
-        return forecast(state, row.nextrun, now or utcnow(), count)
+        return self.forecasts.forecast(name, count, now)
 
     def preview(
         self, timer: str, timezone: str | None = None, count: int = 5, now: datetime | None = None
@@ -1127,16 +748,7 @@ class Bridge:
         dashboard's form shows while they are typed. Refused as :meth:`add` refuses them
         (``timer``, ``timezone``). An interval counts from now; a fixed delay's later runs
         depend on when each ends, so only its first is given."""
-        now = now or utcnow()
-        count = whole_number("count", count, low=1, high=MAX_FORECAST)
-        zone = check_timezone(timezone or self.default_timezone())
-        timer_ = check_timer(timer, zone, now)
-        found: builtins.list[datetime] = []
-        at = timer_.next_after(now)  # as add's first occurrence: strictly after now
-        while at is not None and len(found) < count:
-            found.append(at)
-            at = None if timer_.fixed_delay else timer_.next_after(at)
-        return Preview(zone, found)
+        return self.forecasts.preview(timer, timezone, count, now, self.default_timezone)
 
     def next_runs(
         self, name: str, count: int = 5, now: datetime | None = None
@@ -1178,25 +790,14 @@ class Bridge:
         timezone: Any = None,
     ) -> Calendar:
         """The calendar :meth:`add_calendar` would make, checked; nothing is written."""
-        given = [
-            (kind, value)
-            for kind, value in (
-                (CalendarKind.DATES, dates),
-                (CalendarKind.RANGES, ranges),
-                (CalendarKind.CRON, cron),
-            )
-            if value is not None
-        ]
-        if len(given) != 1:
-            names = [kind.value for kind, _ in given]
-            raise ValidationError(
-                names[-1] if names else "dates",
-                " and ".join(names) or None,
-                "exactly one of dates, ranges or cron",
-            )
-        ((kind, entries),) = given
-        zone = check_timezone(self.default_timezone() if timezone is None else timezone)
-        return Calendar.build(name, kind, entries, load_zone(zone))
+        return self.calendar_book.build(
+            name,
+            dates=dates,
+            ranges=ranges,
+            cron=cron,
+            timezone=timezone,
+            default_timezone=self.default_timezone,
+        )
 
     def save_calendar(self, calendar: Calendar, replace: bool) -> None:
         """Write a calendar :meth:`build_calendar` checked (over the one of its name with
@@ -1207,19 +808,11 @@ class Bridge:
         """Every calendar, by name, with the schedules that skip it; one changed with SQL
         into something unreadable is left out (``calendar`` names the problem, ``remove``
         removes it)."""
-        users = self.calendar_book.users()
-        found = []
-        for row in self.calendar_store.every():
-            try:
-                found.append(self._calendar_info(row, users.get(row.name, [])))
-            except ValidationError:
-                continue
-        return found
+        return self.calendar_book.infos()
 
     def calendar(self, name: str) -> CalendarInfo:
         """The calendar ``name``; :class:`~bridge.errors.CalendarNotFound` if none."""
-        row = self.calendar_store.get(lookup_text("name", name))
-        return self._calendar_info(row, self.calendar_book.users().get(row.name, []))
+        return self.calendar_book.info(name)
 
     def remove_calendar(self, name: str) -> None:
         """Delete the calendar ``name``; refused (:class:`~bridge.errors.CalendarInUse`)
@@ -1227,21 +820,9 @@ class Bridge:
         change = self._change("remove calendar")
         self.calendar_book.remove(lookup_text("name", name), utcnow(), change)
 
-    def _calendar_info(self, row: Any, schedules: Sequence[str]) -> CalendarInfo:
-        return CalendarInfo(read_calendar(row), row.created_at, row.updated_at, tuple(schedules))
-
-    def _calendars_of(self, names: Sequence[str]) -> tuple[Calendar, ...]:
-        """The calendars ``names`` (a schedule's ``skip_calendars``), read; refused naming
-        ``skip_calendars`` for one that is gone."""
-        return calendars_named(names, self.calendar_book.book_for([names_text(tuple(names))]))
-
     def calendar_names(self) -> set[str]:
         """The names of every calendar: what a schedule's ``skip_calendars`` may list."""
-        return self.calendar_store.names()
-
-    def _calendar_names(self, policies: Mapping[str, Any]) -> Collection[str] | None:
-        """The calendars a schedule's ``skip_calendars`` may name, read when it names some."""
-        return self.calendar_names() if policies.get("skip_calendars") else None
+        return self.calendar_book.names()
 
     # -- the app's defaults ----------------------------------------------------------
 
@@ -1335,43 +916,10 @@ class Bridge:
         self.store.mark_sent([Sent(schedule.id, run_id, expires)], utcnow())
 
 
-def _disabled_note(note: str | None, broken: bool) -> str:
-    """Why a disabled schedule has no run to come: its own note, said as paused unless
-    it finished or broke."""
-    if broken or note in FINISHED_NOTES:
-        return note or "broken"
-    return f"paused: {note}" if note else "paused"
-
-
-def _choices(
-    field: str, given: str | Sequence[str] | None, allowed: Sequence[str]
-) -> tuple[str, ...]:
-    """A filter's values (one, a list, or a comma-separated text), each one of ``allowed``."""
-    if given is None:
-        return ()
-    values = given.split(",") if isinstance(given, str) else list(given)
-    for value in values:
-        if value not in allowed:
-            raise ValidationError(field, value, f"one of {', '.join(allowed)}")
-    return tuple(values)
-
-
 def _payload(schedule: Schedule) -> Payload:
     return Payload.decode(
         schedule.task, schedule.args, schedule.kwargs, schedule.options, schedule.signature
     )
-
-
-#: What an edit's ``signature`` says to send the task alone again.
-CLEARED = "none"
-
-
-def _edited_task(stored: str, task: str | None, signature: Any, cleared: bool) -> str | None:
-    """The task an edit names: the one given; else none when a new canvas names it, or the
-    stored one (a canvas's first task, which a canvas given or kept names again)."""
-    if task is not None:
-        return task
-    return stored if cleared or signature is None else None
 
 
 def _occurrences(
@@ -1390,11 +938,15 @@ def _occurrences(
     return found
 
 
-#: The API, and what the front ends (the CLI, the web server) need of the storage besides
-#: the views: its errors and a metrics scrape's values. They take those from here and
-#: import nothing of ``bridge.storage`` (a contract in pyproject.toml).
+#: The API, and what the front ends (the CLI, the web server) need of the layers below it:
+#: the views and the services' limits, the storage's errors and a metrics scrape's values.
+#: They take those from here and import nothing of ``bridge.service`` or
+#: ``bridge.storage`` (a contract in pyproject.toml).
 __all__ = [
     "ENDED_COLUMNS",
+    "MAX_FORECAST",
+    "NOTE_RUNNING_RUN",
+    "TIMELINE_FIRES",
     "AuditRecord",
     "Backfill",
     "Bridge",
@@ -1413,7 +965,9 @@ __all__ = [
     "Status",
     "Timeline",
     "TimerGroup",
+    "Token",
     "Worker",
     "error_reason",
     "is_conflict",
+    "upcoming_json",
 ]

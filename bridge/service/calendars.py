@@ -1,4 +1,5 @@
-"""Named calendars: read for the decisions, written and removed with their audit entry.
+"""Named calendars: built from operators' values, read for the decisions and for
+operators, written and removed with their audit entry.
 
 A change writes its audit entry in the same transaction; the entry belongs to
 no schedule (:data:`~bridge.rules.audit.NO_SCHEDULE`) and says what the
@@ -10,14 +11,24 @@ rotation.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 from bridge.errors import CalendarInUse, DuplicateCalendar, ValidationError
 from bridge.rules.audit import NO_SCHEDULE
-from bridge.rules.calendars import Calendar, names_of, require_known
-from bridge.rules.definition import stored_timezone
+from bridge.rules.calendars import (
+    Calendar,
+    CalendarKind,
+    calendars_named,
+    names_of,
+    names_text,
+    require_known,
+)
+from bridge.rules.definition import check_timezone, stored_timezone
 from bridge.rules.timers import load_zone
+from bridge.rules.values import lookup_text
+from bridge.service.views import CalendarInfo
 from bridge.storage import calendars
 from bridge.storage.audit import Change, log
 from bridge.storage.calendars import CalendarStore
@@ -77,6 +88,66 @@ class Calendars:
         """The schedules that skip each calendar, by name."""
         return skipped_by(self.store.naming())
 
+    def names(self) -> set[str]:
+        """The names of every calendar: what a schedule's ``skip_calendars`` may list."""
+        return self.store.names()
+
+    def named(self, names: Sequence[str]) -> tuple[Calendar, ...]:
+        """The calendars ``names`` (a schedule's ``skip_calendars``), read; refused naming
+        ``skip_calendars`` for one that is gone."""
+        return calendars_named(names, self.book_for([names_text(tuple(names))]))
+
+    def infos(self) -> list[CalendarInfo]:
+        """Every calendar, by name, with the schedules that skip it; one changed with SQL
+        into something unreadable is left out (:meth:`info` names the problem)."""
+        users = self.users()
+        found = []
+        for row in self.store.every():
+            try:
+                found.append(_info(row, users.get(row.name, [])))
+            except ValidationError:
+                continue
+        return found
+
+    def info(self, name: str) -> CalendarInfo:
+        """The calendar ``name`` with the schedules that skip it; :class:`CalendarNotFound`
+        if none."""
+        row = self.store.get(lookup_text("name", name))
+        return _info(row, self.users().get(row.name, []))
+
+    def build(
+        self,
+        name: Any,
+        *,
+        dates: Any,
+        ranges: Any,
+        cron: Any,
+        timezone: Any,
+        default_timezone: Callable[[], str],
+    ) -> Calendar:
+        """The calendar of exactly one of ``dates``, ``ranges`` or ``cron``, read in
+        ``timezone`` (``default_timezone()``, the app's, when None), checked; nothing is
+        written."""
+        given = [
+            (kind, value)
+            for kind, value in (
+                (CalendarKind.DATES, dates),
+                (CalendarKind.RANGES, ranges),
+                (CalendarKind.CRON, cron),
+            )
+            if value is not None
+        ]
+        if len(given) != 1:
+            kinds = [kind.value for kind, _ in given]
+            raise ValidationError(
+                kinds[-1] if kinds else "dates",
+                " and ".join(kinds) or None,
+                "exactly one of dates, ranges or cron",
+            )
+        ((kind, entries),) = given
+        zone = check_timezone(default_timezone() if timezone is None else timezone)
+        return Calendar.build(name, kind, entries, load_zone(zone))
+
     def save(
         self, calendar: Calendar, replace: bool, now: datetime, change: Change
     ) -> StoredCalendar:
@@ -114,6 +185,11 @@ class Calendars:
                 before = {"name": row.name, "kind": row.kind, "unreadable": True}
             session.delete(row)
             log(session, change, now, None, NO_SCHEDULE, before=before)
+
+
+def _info(row: StoredCalendar, schedules: Sequence[str]) -> CalendarInfo:
+    """The view of a stored calendar, read, with the schedules that skip it."""
+    return CalendarInfo(read(row), row.created_at, row.updated_at, tuple(schedules))
 
 
 def hold_skipped(session: Transaction, skip_calendars: str | None) -> None:

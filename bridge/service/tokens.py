@@ -1,55 +1,110 @@
-"""Named tokens made and revoked, each with its audit entry in the same transaction.
+"""Named tokens and dashboard sessions: made, read, revoked and ended.
 
-The entry names the token, its role and its expiry (:func:`bridge.rules.audit.token_fields`),
-never its secret nor the secret's digest; it belongs to no schedule.
+A token's or a session's secret is made here and handed back once; the store
+keeps its digest only (:func:`bridge.rules.tokens.digest`). A token made or
+revoked writes its audit entry in the same transaction, naming the token, its
+role and its expiry (:func:`bridge.rules.audit.token_fields`), never its secret
+nor the secret's digest; the entry belongs to no schedule.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+import secrets
+from datetime import timedelta
 
-from bridge.errors import DuplicateToken
+from bridge.clock import utcnow
+from bridge.errors import DuplicateToken, ValidationError
 from bridge.rules.audit import NO_SCHEDULE, token_fields
+from bridge.rules.tokens import (
+    TOKEN_PREFIX,
+    Role,
+    check_role,
+    check_token_name,
+    digest,
+    expiry,
+    may_be_named_token,
+    session_end,
+)
+from bridge.rules.values import lookup_text
+from bridge.service.views import Token
 from bridge.storage import tokens
 from bridge.storage.audit import Change, log
 from bridge.storage.database import Database, UniqueViolation
-from bridge.storage.models import ApiToken
+from bridge.storage.tokens import TokenStore
 
 
 class Tokens:
-    """Named tokens changed by operators, against one database."""
+    """Named tokens and dashboard sessions, against one database."""
 
     def __init__(self, database: Database) -> None:
         self.database = database
+        self.store = TokenStore(database)
 
     def create(
-        self,
-        name: str,
-        role: str,
-        secret_digest: str,
-        now: datetime,
-        change: Change,
-        expires_at: datetime | None,
-    ) -> ApiToken:
-        """Store a token made by ``change``'s actor, with its audit entry;
-        :class:`DuplicateToken` if its name is taken."""
+        self, name: str, role: str, expires: str | None, change: Change
+    ) -> tuple[Token, str]:
+        """Make a named token made by ``change``'s actor, with its audit entry; the token and
+        its secret. :class:`DuplicateToken` if its name is taken."""
+        now = utcnow()
+        check_token_name(name)
+        checked_role = check_role(role).value
+        until = expiry(expires, now)
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
         try:
             with self.database.session() as session:
                 token = tokens.add_token(
-                    session, name, role, secret_digest, now, change.actor, expires_at
+                    session, name, checked_role, digest(secret), now, change.actor, until
                 )
-                after = token_fields(name, role, expires_at)
+                after = token_fields(name, checked_role, until)
                 log(session, change, now, None, NO_SCHEDULE, after=after)
         except UniqueViolation:
             raise DuplicateToken(name) from None
-        return token
+        return Token.of(token), secret
 
-    def revoke(self, name: str, now: datetime, change: Change) -> ApiToken | None:
+    def every(self) -> list[Token]:
+        """Every named token, revoked and expired ones too, by name."""
+        return [Token.of(row) for row in self.store.every()]
+
+    def revoke(self, name: str, change: Change) -> Token:
         """Revoke the token ``name``, with its audit entry (one revoked already keeps its
-        time, and logs nothing); None: no such token."""
+        time, and logs nothing); refused naming ``name`` if there is no such token."""
+        checked = lookup_text("name", name)
+        now = utcnow()
         with self.database.session() as session:
-            token, revoked = tokens.revoke_token(session, name, now)
+            token, revoked = tokens.revoke_token(session, checked, now)
             if token is not None and revoked:
                 fields = token_fields(token.name, token.role, token.expires_at)
                 log(session, change, now, None, NO_SCHEDULE, after=fields)
-            return token
+        if token is None:
+            raise ValidationError("name", name, "the name of a token (see bridge token ls)")
+        return Token.of(token)
+
+    def holder(self, secret: str) -> Token | None:
+        """The named token whose secret is ``secret``, while it works; None otherwise."""
+        if not may_be_named_token(secret):
+            return None
+        row = self.store.holder(digest(secret), utcnow())
+        return None if row is None else Token.of(row)
+
+    def begin_session(self, role: Role, token: Token | None, lifetime: timedelta) -> str:
+        """Record a dashboard session of ``role``, begun with the named ``token`` (None: a
+        settings token), for ``lifetime`` or until the token expires; its secret."""
+        now = utcnow()
+        secret = secrets.token_urlsafe(32)
+        end = session_end(now, lifetime, None if token is None else token.expires_at)
+        token_id = None if token is None else token.id
+        self.store.begin_session(digest(secret), token_id, role.value, now, end)
+        return secret
+
+    def session(self, secret: str) -> tuple[Role, Token | None] | None:
+        """The role of the dashboard session ``secret`` and its named token, while both last;
+        None once either ended."""
+        found = self.store.session_of(digest(secret), utcnow())
+        if found is None:
+            return None
+        session, token = found
+        return Role(session.role), None if token is None else Token.of(token)
+
+    def end_session(self, secret: str) -> None:
+        """End a dashboard session: its cookie no longer signs anyone in."""
+        self.store.end_session(digest(secret))

@@ -9,7 +9,6 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bridge.manage.views import Gap, Timeline, TimerGroup
 from bridge.manage.web.charts import (
     AXIS_HEIGHT,
     BARS_HEIGHT,
@@ -23,6 +22,7 @@ from bridge.manage.web.charts import (
     occurrence_strip,
     timeline_chart,
 )
+from bridge.service.views import Gap, Timeline, TimerGroup
 
 PLAN = datetime(2026, 11, 29, 9, tzinfo=UTC)
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import click
 
+from bridge.manage.api import CalendarInfo
 from bridge.manage.cli.command import bridge_of, fails_in_one_line
 from bridge.manage.cli.formatting import echo_json, echo_table, local
 from bridge.manage.cli.group import OneLineGroup
 from bridge.manage.cli.options import json_option
 from bridge.manage.fields import CALENDAR_HELP
-from bridge.manage.views import CalendarInfo
 
 
 @click.group(cls=OneLineGroup)

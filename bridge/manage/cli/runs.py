@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import click
 
-from bridge.manage.api import MAX_FORECAST, Run
+from bridge.manage.api import MAX_FORECAST, Run, upcoming_json
 from bridge.manage.cli.command import bridge_of, fails_in_one_line
 from bridge.manage.cli.formatting import echo_json, echo_table, local
 from bridge.manage.cli.options import json_option
 from bridge.manage.cli.types import WholeNumber
-from bridge.manage.views import upcoming_json
 from bridge.rules.decisions import Upcoming
 from bridge.rules.kinds import Trigger
 

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from bridge.manage.api import TIMELINE_FIRES
-from bridge.manage.views import Gap, Run, Timeline
+from bridge.manage.api import TIMELINE_FIRES, Gap, Run, Timeline
 from bridge.rules.kinds import RunStatus
 
 #: The picture's size in its own units (the page scales it to the column's width).

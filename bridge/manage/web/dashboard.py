@@ -45,7 +45,7 @@ from bridge.errors import (
     SendFailed,
     ValidationError,
 )
-from bridge.manage.api import STATE_FILTERS, Bridge, Run, Schedule, Status
+from bridge.manage.api import STATE_FILTERS, Bridge, LabelRate, Run, Schedule, Status
 from bridge.manage.fields import (
     CALENDAR_HELP,
     DEFINITION_HELP,
@@ -54,7 +54,6 @@ from bridge.manage.fields import (
     POLICY_SUGGESTIONS,
 )
 from bridge.manage.forms import policy_fields, policy_values
-from bridge.manage.views import LabelRate
 from bridge.manage.web.answers import JSONAnswer
 from bridge.manage.web.charts import (
     MISSED,

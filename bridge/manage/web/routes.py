@@ -21,8 +21,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from bridge.errors import ValidationError
-from bridge.manage.api import Bridge
-from bridge.manage.views import upcoming_json
+from bridge.manage.api import Bridge, upcoming_json
 from bridge.manage.web import schemas
 from bridge.manage.web.answers import JSONAnswer
 from bridge.manage.web.security import (

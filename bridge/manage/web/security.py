@@ -29,8 +29,7 @@ from datetime import timedelta
 
 from bridge.config import Settings
 from bridge.errors import BridgeError
-from bridge.manage.api import Bridge
-from bridge.manage.views import Token
+from bridge.manage.api import Bridge, Token
 from bridge.manage.web.answers import ASGIApp, Receive, Scope, Send
 from bridge.rules.tokens import Role, client_address, may_be_named_token, trusted_proxies
 

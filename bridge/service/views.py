@@ -2,7 +2,9 @@
 
 Frozen values copied from the table rows, so that they can be passed
 around, compared and turned into JSON (:meth:`to_json`: times in ISO-8601
-UTC, the JSON columns decoded) without a database session.
+UTC, the JSON columns decoded) without a database session. The services
+build them, so that :class:`bridge.manage.api.Bridge` hands on what they
+return, and the front ends take them from there.
 """
 
 from __future__ import annotations
@@ -308,8 +310,9 @@ class TimerGroup:
     first_name: str
     #: The timer's occurrences from the soonest next run among them, within the span.
     fires: list[datetime]
-    #: It fires more often within the span than :data:`bridge.manage.api.TIMELINE_FIRES`
-    #: left room for: ``fires`` holds the first of them only.
+    #: It fires more often within the span than
+    #: :data:`bridge.service.forecasts.TIMELINE_FIRES` left room for: ``fires`` holds the
+    #: first of them only.
     more: bool
 
 
@@ -321,8 +324,8 @@ class Timeline:
     until: datetime
     groups: list[TimerGroup]
     #: Schedules due within the span in groups left out (beyond
-    #: :data:`bridge.manage.api.TIMELINE_GROUPS` or :data:`bridge.manage.api.TIMELINE_FIRES`,
-    #: or whose timer no longer reads).
+    #: :data:`bridge.service.forecasts.TIMELINE_GROUPS` or
+    #: :data:`bridge.service.forecasts.TIMELINE_FIRES`, or whose timer no longer reads).
     left_out: int
 
 
@@ -463,7 +466,7 @@ class Stats:
     The counts come from its hourly tallies (whole hours, untouched by
     pruning), with its open runs planned in the window; the durations and
     start delays from its latest recorded runs (see
-    :data:`bridge.manage.api.STATS_SAMPLE`). ``totals`` are its counts since
+    :data:`bridge.service.history.STATS_SAMPLE`). ``totals`` are its counts since
     it was created.
     """
 

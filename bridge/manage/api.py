@@ -12,8 +12,11 @@ The CLI is a thin layer over this class.
 :class:`Bridge` is itself a façade over the services of :mod:`bridge.service`,
 which check, read, change and return the views. It keeps what needs the
 Celery app, which no service imports: the app's zone and registered tasks
-(handed to the services that check a timer or a task), the queues, and the
-runs sent by hand, recorded and then published through the broker.
+(handed to the services that check a timer or a task), its configured
+queues and their lengths, and the broker the runs sent by hand go through
+(a :class:`~bridge.celery.broker.CeleryBroker`, handed to
+:class:`~bridge.service.manual.ManualRuns` once the broker's library is
+known to be there).
 """
 
 from __future__ import annotations
@@ -21,10 +24,8 @@ from __future__ import annotations
 import builtins
 import getpass
 import socket
-import uuid
 from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
-from itertools import islice
 from typing import Any, Unpack
 
 from celery import Celery
@@ -32,45 +33,20 @@ from celery import Celery
 from bridge.celery.broker import CeleryBroker, check_broker, queue_lengths
 from bridge.clock import utcnow
 from bridge.config import Settings
-from bridge.errors import RunSkipped, SendFailed, StateConflict, ValidationError
+from bridge.errors import ValidationError
 from bridge.rules import paging
-from bridge.rules.calendars import (
-    Calendar,
-    excluded_by,
-)
-from bridge.rules.canvas import stored_canvas
-from bridge.rules.decisions import (
-    Forecast,
-    Way,
-    displaced,
-    endable,
-    first_at_or_after,
-    manual_overlap,
-    occurrences,
-    overlap_way,
-)
-from bridge.rules.definition import (
-    check_note,
-)
+from bridge.rules.calendars import Calendar
+from bridge.rules.decisions import Forecast
 from bridge.rules.health import State
-from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus, Trigger
-from bridge.rules.policy import Overlap, Policies, PolicyFields, ReplaceWith
-from bridge.rules.runs import Envelope, Payload, expires_at, new_run, run_id_for
-from bridge.rules.timers import Timer, parse_timer
-from bridge.rules.tokens import (
-    Role,
-)
-from bridge.rules.values import (
-    flag,
-    lookup_text,
-    required_instant,
-    whole_number,
-)
-from bridge.service import sending
+from bridge.rules.policy import Overlap, PolicyFields
+from bridge.rules.tokens import Role
+from bridge.rules.values import flag, lookup_text, whole_number
 from bridge.service.calendars import Calendars
 from bridge.service.forecasts import MAX_FORECAST, NOTE_RUNNING_RUN, TIMELINE_FIRES, Forecasts
-from bridge.service.history import RETRIABLE, History
+from bridge.service.history import History
 from bridge.service.incidents import Incidents
+from bridge.service.manual import ManualRuns
+from bridge.service.ports import Broker
 from bridge.service.readings import Readings
 from bridge.service.schedules import Schedules
 from bridge.service.tokens import Tokens
@@ -106,7 +82,7 @@ from bridge.storage.database import (
 )
 from bridge.storage.overview import ENDED_COLUMNS, Overview
 from bridge.storage.retention import Pruned
-from bridge.storage.runs import RunsSeen, Sent
+from bridge.storage.runs import RunsSeen
 from bridge.version import __version__
 
 #: The rows of a page when none is asked for.
@@ -156,6 +132,7 @@ class Bridge:
         self.watch = Watch(self.database, self.settings, self.store, self.readings.health_store)
         self.incident_book = Incidents(self.database)
         self.token_book = Tokens(self.database)
+        self.manual = ManualRuns(self.readings, self.run_history, self.calendar_book)
         #: Who the audit log says made the changes of this object: ``cli:alice@host``, ...
         self.actor = actor or default_actor()
 
@@ -324,23 +301,7 @@ class Bridge:
         first. The schedule's next run, remaining runs and breaker are not
         changed: they count scheduled occurrences only.
         """
-        broker = self._sender()
-        mode = manual_overlap(overlap)
-        schedule = self.get(name)
-        payload = _payload(schedule)
-        run_id = str(uuid.uuid4())
-        self._make_way(broker, schedule, mode, "run", f"replaced by manual run {run_id}")
-        now = utcnow()
-        self.store.record_manual_run(
-            new_run(
-                schedule.id, schedule.task, now, Trigger.MANUAL, now, run_id, ends=payload.ends
-            ),
-            now,
-            self._change("run", None if overlap is None else f"overlap {mode.value}"),
-            schedule.name,
-        )
-        self._send(broker, schedule, payload, run_id, now, Trigger.MANUAL, "run")
-        return self.run_info(run_id)
+        return self.manual.run(self._sender, name, overlap, self.actor)
 
     def cancel(self, run_id: str, *, terminate: bool = False, note: str | None = None) -> Run:
         """End an open run ``REVOKED`` and revoke its message on every worker.
@@ -351,21 +312,7 @@ class Bridge:
         is not recorded: the run is final. ``note`` goes into the record's
         reason and the audit log. A run that has ended is refused.
         """
-        flag("terminate", terminate)
-        note = check_note(note)
-        broker = self._sender()
-        run = self.run_info(run_id)
-        if RunStatus(run.status) not in NON_FINAL_STATUSES:
-            raise StateConflict("run", run_id, f"a run that has not ended (it is {run.status})")
-        reason = f"cancelled by {self.actor}" + (f": {note}" if note else "")
-        if not sending.revoke(broker, self.store, [run_id], reason, terminate):
-            ended = self.run_info(run_id)
-            raise StateConflict("run", run_id, f"a run that has not ended (it is {ended.status})")
-        if run.schedule is not None:
-            action = "cancel" + (" (terminate)" if terminate else "")
-            change = self._change(action, note)
-            self.store.note_action(run.schedule_id, run.schedule, change, utcnow(), run=run_id)
-        return self.run_info(run_id)
+        return self.manual.cancel(self._sender, run_id, terminate, note, self.actor)
 
     def retry(self, run_id: str) -> Run:
         """Send a run that ended FAILURE, LOST or REVOKED again, as the next attempt of its
@@ -375,36 +322,7 @@ class Bridge:
         asked twice sends once. Like :meth:`run`, it leaves the schedule's
         cursor, counters and breaker alone.
         """
-        broker = self._sender()
-        run = self.run_info(run_id)
-        if run.schedule is None or run.plan_time is None:
-            raise ValidationError("run", run_id, "a run of a schedule")
-        if RunStatus(run.status) not in RETRIABLE:
-            expected = ", ".join(status.value for status in RETRIABLE)
-            raise StateConflict("run", run_id, f"a run that ended {expected} (it is {run.status})")
-        schedule = self.get(run.schedule)
-        attempt = run.attempt + 1
-        retry_id = run_id_for(schedule.id, run.plan_time, attempt)
-        now = utcnow()
-        payload = _payload(schedule)
-        record = new_run(
-            schedule.id,
-            schedule.task,
-            run.plan_time,
-            Trigger.MANUAL,
-            now,
-            retry_id,
-            attempt,
-            payload.ends,
-        )
-        if not self.store.record_if_new(record):
-            raise StateConflict(
-                "run", run_id, f"the latest attempt of its occurrence (run {retry_id} followed it)"
-            )
-        change = self._change("retry")
-        self.store.note_action(schedule.id, schedule.name, change, now, run=retry_id, of=run_id)
-        self._send(broker, schedule, payload, retry_id, run.plan_time, Trigger.MANUAL, "retry")
-        return self.run_info(retry_id)
+        return self.manual.retry(self._sender, run_id, self.actor)
 
     def retriable(self, runs: Sequence[Run]) -> set[str]:
         """The ids of those of ``runs`` that :meth:`retry` would send again: ended FAILURE,
@@ -435,50 +353,7 @@ class Bridge:
         ``replace``, as for :meth:`run`. The schedule's row (next run,
         counters, remaining runs, breaker) is not changed.
         """
-        broker = self._sender()
-        now = utcnow()
-        first, last = required_instant("from", start), required_instant("to", end)
-        if last <= first:
-            raise ValidationError("to", end, f"a time after from ({first.isoformat()})")
-        if last > now:
-            raise ValidationError(
-                "to", end, "a time no later than now (later occurrences are beat's to send)"
-            )
-        limit = whole_number("limit", limit)
-        mode = manual_overlap(overlap)
-        schedule = self.get(name)
-        timer_ = parse_timer(schedule.timer, schedule.timezone, schedule.anchor)
-        if schedule.fixed_delay:
-            raise ValidationError(
-                "timer",
-                schedule.timer,
-                "a timer with fixed occurrences (a fixed-delay timer has none to backfill)",
-            )
-        plans = _occurrences(timer_, first, last, limit, end)
-        calendars = self.calendar_book.named(schedule.skip_calendars)
-        on_calendars = {plan for plan in plans if excluded_by(calendars, plan) is not None}
-        plans = [plan for plan in plans if plan not in on_calendars]
-        payload = _payload(schedule)
-        self._make_way(broker, schedule, mode, "backfill", "replaced by a backfill")
-        sent: builtins.list[str] = []
-        pruned = self.store.get(name).pruned_through
-        for plan in plans:
-            if pruned is not None and plan <= pruned:
-                continue  # its record may have been pruned: it cannot be told from a new one
-            record = new_run(
-                schedule.id, schedule.task, plan, Trigger.BACKFILL, utcnow(), ends=payload.ends
-            )
-            if not self.store.record_if_new(record):
-                continue
-            self._send(broker, schedule, payload, record["id"], plan, Trigger.BACKFILL, "backfill")
-            sent.append(record["id"])
-        if sent:
-            range_ = {"from": first.isoformat(), "to": last.isoformat(), "runs": len(sent)}
-            change = self._change("backfill")
-            self.store.note_action(schedule.id, schedule.name, change, utcnow(), **range_)
-        return Backfill(
-            created=self._runs(sent), existing=len(plans) - len(sent), excluded=len(on_calendars)
-        )
+        return self.manual.backfill(self._sender, name, start, end, overlap, limit, self.actor)
 
     # -- reading -----------------------------------------------------------------
 
@@ -842,13 +717,7 @@ class Bridge:
         among them) and those the schedules' options name. A read of every schedule's
         options that mention a queue: callers that ask often keep the answer a while."""
         configured = set(self.app.amqp.queues) if self.app is not None else set()
-        in_canvases = set()
-        for text in self.store.canvases_naming_a_queue():
-            try:
-                in_canvases |= stored_canvas(text).queues
-            except ValidationError:
-                continue  # written by hand: the schedule's page says what is wrong with it
-        return sorted(configured | self.store.queues_named() | in_canvases)
+        return self.readings.queues(configured)
 
     def queue_lengths(self, queues: Collection[str] | None = None) -> dict[str, int | None]:
         """Messages waiting in each of ``queues`` (:meth:`queues` when None), by queue;
@@ -860,82 +729,13 @@ class Bridge:
 
     # -- helpers -------------------------------------------------------------------
 
-    def _runs(self, run_ids: Collection[str]) -> builtins.list[Run]:
-        return [Run.of(row) for row in self.store.runs(run_ids)]
-
-    def _sender(self) -> CeleryBroker:
+    def _sender(self) -> Broker:
         """The broker to send with, its library known to be there before anything is
         written."""
         if self.app is None:
             raise ValidationError("app", None, "a Celery app to send the run with")
         check_broker(self.app)
         return CeleryBroker(self.app)
-
-    def _make_way(
-        self, broker: CeleryBroker, schedule: Schedule, overlap: Overlap, command: str, reason: str
-    ) -> None:
-        """Apply a manual run's overlap to the schedule's open runs: refuse, revoke or ignore."""
-        open_runs = self.store.open_runs(schedule.id)
-        way = overlap_way(overlap, open_runs)
-        if way is Way.SKIP:
-            blocking = open_runs[0]
-            raise RunSkipped(command, schedule.name, blocking.id, blocking.status)
-        if way is Way.REPLACE:
-            replace_with = Policies.from_columns(schedule).replace_with
-            ending = displaced(open_runs, replace_with)
-            terminate = replace_with is ReplaceWith.TERMINATE
-            sending.revoke(broker, self.store, ending, reason, terminate, endable(terminate))
-
-    def _send(
-        self,
-        broker: CeleryBroker,
-        schedule: Schedule,
-        payload: Payload,
-        run_id: str,
-        plan_time: datetime,
-        trigger: Trigger,
-        command: str,
-    ) -> None:
-        """Publish a recorded run and mark it ``SENT``.
-
-        A message that cannot be sent, whatever the reason, marks the record
-        ``FAILURE`` instead, so that it does not stay ``PENDING`` and block
-        the schedule's overlap check, and raises :class:`~bridge.errors.SendFailed`.
-        """
-        # A run sent by hand carries no expiry of the policy, only its options'.
-        expires = expires_at(payload, utcnow(), None)
-        try:
-            sending.publish_or_fail(
-                broker,
-                self.store,
-                payload,
-                Envelope(run_id, schedule.id, schedule.name, plan_time, trigger, expires),
-            )
-        except sending.NotSent as exc:
-            raise SendFailed(schedule.name, exc.reason, command) from exc
-        self.store.mark_sent([Sent(schedule.id, run_id, expires)], utcnow())
-
-
-def _payload(schedule: Schedule) -> Payload:
-    return Payload.decode(
-        schedule.task, schedule.args, schedule.kwargs, schedule.options, schedule.signature
-    )
-
-
-def _occurrences(
-    timer: Timer, first: datetime, last: datetime, limit: int, given_end: Any
-) -> builtins.list[datetime]:
-    """The timer's occurrences in [first, last]; more than ``limit`` is refused before
-    any is written, after looking at no more than ``limit + 1`` of them."""
-    earliest = first_at_or_after(timer, first)
-    found = [] if earliest is None else list(islice(occurrences(timer, earliest, last), limit + 1))
-    if len(found) > limit:
-        raise ValidationError(
-            "to",
-            given_end,
-            f"a range of at most {limit} occurrences (it has more; raise --limit to allow more)",
-        )
-    return found
 
 
 #: The API, and what the front ends (the CLI, the web server) need of the layers below it:

@@ -18,6 +18,7 @@ from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.errors import ValidationError
 from bridge.rules import paging
+from bridge.rules.canvas import stored_canvas
 from bridge.rules.definition import check_label
 from bridge.rules.health import State, health_of, watched
 from bridge.rules.values import column_of, flag, lookup_text, whole_number
@@ -49,6 +50,18 @@ class Readings:
     def every(self) -> list[Schedule]:
         """Every schedule, by name, with its health."""
         return self.judged(self.store.all())
+
+    def queues(self, configured: Collection[str]) -> list[str]:
+        """The queues the schedules send to: ``configured`` (the app's) and those the
+        schedules' options and canvases name, by name. A read of every schedule whose
+        options mention a queue: callers that ask often keep the answer a while."""
+        in_canvases: set[str] = set()
+        for text in self.store.canvases_naming_a_queue():
+            try:
+                in_canvases |= stored_canvas(text).queues
+            except ValidationError:
+                continue  # written by hand: the schedule's page says what is wrong with it
+        return sorted(set(configured) | self.store.queues_named() | in_canvases)
 
     def judged(self, rows: Sequence[Any], now: datetime | None = None) -> list[Schedule]:
         """Views of ``rows`` (table rows), each with its health judged from its open runs at

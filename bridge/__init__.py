@@ -99,8 +99,8 @@ def __getattr__(name: str) -> Any:
     elif name in _HOMES:
         value = getattr(importlib.import_module(_HOMES[name]), name)
     else:
-        # AttributeError, not another error: ``from bridge.celery import broker`` relies on it
-        # to import the submodule, and ``hasattr`` to answer False.
+        # AttributeError, not another error: ``from bridge import clock`` relies on it to
+        # import the submodule, and ``hasattr`` to answer False.
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
     return value

@@ -1,7 +1,8 @@
-"""The Celery adapter: where the bridge meets Celery, and the one package that imports it.
+"""The Celery adapter: where the bridge meets Celery.
 
-Celery drives the bridge through three entry points, and the bridge drives
-Celery through one object:
+Celery drives the bridge through three entry points (the scheduler class,
+the recorder's signal handlers, the task base class), and the bridge drives
+Celery through one object (the broker); the rest converts Celery's schedules:
 
 - :mod:`bridge.celery.scheduler`: ``celery beat -S bridge`` builds its
   :class:`~bridge.celery.scheduler.DatabaseScheduler`, which builds beat's
@@ -19,9 +20,14 @@ Celery through one object:
   Celery's schedule objects as timer texts, and the app's ``beat_schedule``
   synced into the table.
 
-Below this package nothing imports Celery, kombu or a broker client (an
-import contract says so): the fire sequence, the watchdog and the units of
-work are the scheduler's own logic, handed the broker by the entry point
-that builds them. The documented import paths ``bridge.scheduler``,
-``bridge.recorder`` and ``bridge.task`` name what lives here.
+Beat, the worker side, the units of work, storage and the rules import
+neither Celery, kombu nor a broker client (an import contract says so): the
+fire sequence, the watchdog and the units of work are the scheduler's own
+logic, handed the broker by the entry point that builds them. Besides this
+package, only the management side above it (the CLI is a Celery command;
+``Bridge`` sends through a :class:`~bridge.celery.broker.CeleryBroker`), the
+embedded broker's kombu transport (:mod:`bridge.folder_broker`) and RedBeat's
+store in Redis (:mod:`bridge.redbeat_store`) import them. The documented
+import paths ``bridge.scheduler``, ``bridge.recorder`` and ``bridge.task``
+name what lives here.
 """

@@ -4,7 +4,8 @@
 handed as their :class:`bridge.service.ports.Broker`: beat (scheduled runs),
 the management API (manual runs, backfills, cancels) and the watchdog
 (overruns, alerts) all send through it, so every message carries the same
-headers and options. The rest of the bridge does not import Celery or kombu.
+headers and options. Beat, the workers' own parts and the services see it
+only as that protocol, and import neither Celery nor kombu.
 """
 
 from __future__ import annotations
@@ -198,14 +199,7 @@ class CeleryBroker:
 
     def __init__(self, app: Celery) -> None:
         self.app = app
-        self._publisher: Publisher | None = None
-
-    @property
-    def publisher(self) -> Publisher:
-        """Built at the first publish: a process that never sends reads no settings."""
-        if self._publisher is None:
-            self._publisher = Publisher(self.app)
-        return self._publisher
+        self.publisher = Publisher(app)
 
     def publish(
         self, payload: Payload, envelope: Envelope, now: datetime, producer: Any = None
@@ -218,11 +212,11 @@ class CeleryBroker:
     def send_alert(self, task: str, payload: dict[str, Any]) -> None:
         self.app.send_task(task, args=[payload])
 
-    def outbox(self) -> Outbox:
-        return Outbox(self.app)
+    def outbox(self) -> CeleryOutbox:
+        return CeleryOutbox(self.app)
 
 
-class Outbox:
+class CeleryOutbox:
     """A broker connection batches are published over, and its producer.
 
     Connected at the first publish and dropped when the broker fails, so the

@@ -122,17 +122,17 @@ class Bridge:
         self.app = app
         self.settings = settings or Settings.from_app(app)
         self.database: Database = database_for(database_url or self.settings.database_url)
-        self.readings = Readings(self.database, self.settings)
+        self._readings = Readings(self.database, self.settings)
         #: The schedules' gateway, through which the runs sent by hand are recorded.
-        self.store = self.readings.store
+        self.store = self._readings.store
         self.calendar_book = Calendars(self.database)
-        self.schedule_changes = Schedules(self.database, self.readings, self.calendar_book)
-        self.forecasts = Forecasts(self.store, self.calendar_book)
-        self.run_history = History(self.database, self.settings, self.readings)
-        self.watch = Watch(self.database, self.settings, self.store, self.readings.health_store)
-        self.incident_book = Incidents(self.database)
-        self.token_book = Tokens(self.database)
-        self.manual = ManualRuns(self.readings, self.run_history, self.calendar_book)
+        self._schedules = Schedules(self.database, self._readings, self.calendar_book)
+        self._forecasts = Forecasts(self.store, self.calendar_book)
+        self._history = History(self.database, self.settings, self._readings)
+        self._watch = Watch(self.database, self.settings, self.store, self._readings.health_store)
+        self._incidents = Incidents(self.database)
+        self._tokens = Tokens(self.database)
+        self._manual = ManualRuns(self._readings, self._history, self.calendar_book)
         #: Who the audit log says made the changes of this object: ``cli:alice@host``, ...
         self.actor = actor or default_actor()
 
@@ -189,7 +189,7 @@ class Bridge:
         options, a chain, a group or a chord (``chain(a.s(), b.s())``, or its JSON
         form), every task of which is checked as ``task`` is. One run covers it all.
         """
-        return self.schedule_changes.add(
+        return self._schedules.add(
             name,
             task=task,
             timer=timer,
@@ -236,7 +236,7 @@ class Bridge:
         equal to the stored ones (or none given) write nothing: ``updated_at``
         stays as it was. ``labels`` replace the schedule's labels.
         """
-        return self.schedule_changes.edit(
+        return self._schedules.edit(
             name,
             task=task,
             timer=timer,
@@ -260,7 +260,7 @@ class Bridge:
         new note; without one, or with the note it has, pausing it again is
         refused and writes nothing.
         """
-        return self.schedule_changes.pause(name, note, self.actor)
+        return self._schedules.pause(name, note, self.actor)
 
     def resume(self, name: str, from_: str = "now") -> Schedule:
         """Fire the schedule again; clears the note, the broken flag, the breaker and retries.
@@ -271,7 +271,7 @@ class Bridge:
         beat catches up the occurrences missed meanwhile as the schedule's
         catch-up policy says.
         """
-        return self.schedule_changes.resume(name, from_, self.actor)
+        return self._schedules.resume(name, from_, self.actor)
 
     def pause_label(self, label: str, note: str | None = None) -> builtins.list[Schedule]:
         """Pause every enabled schedule carrying ``label``; the schedules paused.
@@ -279,18 +279,18 @@ class Bridge:
         Each is paused as :meth:`pause` pauses it, with its own audit entry;
         those paused already are left as they are.
         """
-        return self.schedule_changes.pause_label(label, note, self.actor)
+        return self._schedules.pause_label(label, note, self.actor)
 
     def resume_label(self, label: str, from_: str = "now") -> builtins.list[Schedule]:
         """Resume every paused or broken schedule carrying ``label``; the schedules resumed.
 
         A finished schedule (no occurrence left) is left as it is.
         """
-        return self.schedule_changes.resume_label(label, from_, self.actor)
+        return self._schedules.resume_label(label, from_, self.actor)
 
     def remove(self, name: str) -> None:
         """Delete the schedule and, by cascade, its runs."""
-        self.schedule_changes.remove(name, self.actor)
+        self._schedules.remove(name, self.actor)
 
     def run(self, name: str, overlap: str | None = None) -> Run:
         """Send a run now (``trigger=manual``), whatever the timer says.
@@ -301,7 +301,7 @@ class Bridge:
         first. The schedule's next run, remaining runs and breaker are not
         changed: they count scheduled occurrences only.
         """
-        return self.manual.run(self._sender, name, overlap, self.actor)
+        return self._manual.run(self._sender, name, overlap, self.actor)
 
     def cancel(self, run_id: str, *, terminate: bool = False, note: str | None = None) -> Run:
         """End an open run ``REVOKED`` and revoke its message on every worker.
@@ -312,7 +312,7 @@ class Bridge:
         is not recorded: the run is final. ``note`` goes into the record's
         reason and the audit log. A run that has ended is refused.
         """
-        return self.manual.cancel(self._sender, run_id, terminate, note, self.actor)
+        return self._manual.cancel(self._sender, run_id, terminate, note, self.actor)
 
     def retry(self, run_id: str) -> Run:
         """Send a run that ended FAILURE, LOST or REVOKED again, as the next attempt of its
@@ -322,13 +322,13 @@ class Bridge:
         asked twice sends once. Like :meth:`run`, it leaves the schedule's
         cursor, counters and breaker alone.
         """
-        return self.manual.retry(self._sender, run_id, self.actor)
+        return self._manual.retry(self._sender, run_id, self.actor)
 
     def retriable(self, runs: Sequence[Run]) -> set[str]:
         """The ids of those of ``runs`` that :meth:`retry` would send again: ended FAILURE,
         LOST or REVOKED, and still the latest attempt of their occurrence (a page that
         lists an attempt a retry replaced offers no retry of it, which would be refused)."""
-        return self.run_history.retriable(runs)
+        return self._history.retriable(runs)
 
     def backfill(
         self,
@@ -353,27 +353,27 @@ class Bridge:
         ``replace``, as for :meth:`run`. The schedule's row (next run,
         counters, remaining runs, breaker) is not changed.
         """
-        return self.manual.backfill(self._sender, name, start, end, overlap, limit, self.actor)
+        return self._manual.backfill(self._sender, name, start, end, overlap, limit, self.actor)
 
     # -- reading -----------------------------------------------------------------
 
     def get(self, name: str) -> Schedule:
         """The schedule called ``name``, with its health."""
-        return self.readings.get(name)
+        return self._readings.get(name)
 
     def named(self, names: Collection[str]) -> builtins.list[Schedule]:
         """The schedules called ``names`` that exist, by name, each with its health judged:
         one read for them all, for a page of them that another listing chose."""
-        return self.readings.named(names)
+        return self._readings.named(names)
 
     def list(self) -> builtins.list[Schedule]:
         """Every schedule, by name, with its health."""
-        return self.readings.every()
+        return self._readings.every()
 
     def health_of(self, row: Any, seen: RunsSeen, now: datetime) -> State:
         """The health of the schedule ``row`` (columns or a mapping) from ``seen``, its own
         limits falling back on the app's."""
-        return self.readings.health_of(row, seen, now)
+        return self._readings.health_of(row, seen, now)
 
     def schedules(
         self,
@@ -401,7 +401,7 @@ class Bridge:
         fire. ``sort="next"`` lists the enabled schedules that have a next
         run, soonest first. ``cursor`` is the ``next`` of the page before.
         """
-        return self.readings.page(
+        return self._readings.page(
             prefix=prefix,
             task=task,
             enabled=enabled,
@@ -420,7 +420,7 @@ class Bridge:
     @property
     def grace(self) -> timedelta:
         """How long a schedule may be due before it counts as late."""
-        return self.watch.grace
+        return self._watch.grace
 
     def runs(
         self,
@@ -437,7 +437,7 @@ class Bridge:
         schedule ``name``, or of every schedule; filtered by status, trigger and a range
         of plan times (``since`` included, ``until`` not). ``cursor`` is the ``next`` of
         the page before."""
-        return self.run_history.runs(
+        return self._history.runs(
             name,
             status=status,
             trigger=trigger,
@@ -449,7 +449,7 @@ class Bridge:
 
     def run_info(self, run_id: str) -> Run:
         """One run, with its error and traceback; :class:`~bridge.errors.RunNotFound` if none."""
-        return self.run_history.run(run_id)
+        return self._history.run(run_id)
 
     def stats(
         self, name: str, window: str | float | timedelta = "1d", now: datetime | None = None
@@ -462,11 +462,11 @@ class Bridge:
         touch: they cover whole hours, from the hour ``window`` ago falls in. The
         durations and delays come from the runs still recorded in the window.
         """
-        return self.run_history.stats(name, window, now)
+        return self._history.stats(name, window, now)
 
     def status(self, now: datetime | None = None) -> Status:
         """The beat instances and workers, the due rows nobody holds and the worst lateness."""
-        return self.watch.status(now)
+        return self._watch.status(now)
 
     def health(
         self, beat_timeout: float | None = None, now: datetime | None = None
@@ -474,7 +474,7 @@ class Bridge:
         """Whether a beat ticked within ``beat_timeout`` seconds (default: the lease, past
         which its rows are taken over anyway) and the schema is one this release runs
         against."""
-        return self.watch.health(beat_timeout, now)
+        return self._watch.health(beat_timeout, now)
 
     # -- incidents, silence, retention ---------------------------------------------------
 
@@ -482,13 +482,13 @@ class Bridge:
         self, *, open_only: bool = False, cursor: str | None = None, limit: int = PAGE_DEFAULT
     ) -> Page[IncidentRecord]:
         """Incidents, newest first (``open_only``: those not closed)."""
-        return self.incident_book.page(open_only, cursor, limit)
+        return self._incidents.page(open_only, cursor, limit)
 
     def acknowledge(self, incident_id: int) -> IncidentRecord:
         """Acknowledge an incident: its alert is not repeated (its recovery still goes). The
         audit log records it (``acknowledge``, naming the incident and its kind) in the
         incident's schedule's trail; acknowledging it again changes and logs nothing."""
-        return self.incident_book.acknowledge(incident_id, self._change("acknowledge"), utcnow())
+        return self._incidents.acknowledge(incident_id, self._change("acknowledge"), utcnow())
 
     # -- named tokens and dashboard sessions (the HTTP server's) ----------------------------
 
@@ -497,70 +497,70 @@ class Bridge:
         ``expires`` (a duration such as ``90d``; None: until revoked). Returns it and its
         secret, which the store does not keep: this is the one time it can be shown. The
         audit log records it (``create token``), naming the token and its role."""
-        return self.token_book.create(name, role, expires, self._change("create token"))
+        return self._tokens.create(name, role, expires, self._change("create token"))
 
     def tokens(self) -> builtins.list[Token]:
         """Every named token, revoked and expired ones too, by name."""
-        return self.token_book.every()
+        return self._tokens.every()
 
     def revoke_token(self, name: str) -> Token:
         """Stop the token ``name`` working, and end the dashboard sessions it began. The
         audit log records it (``revoke token``) unless the token was revoked already."""
-        return self.token_book.revoke(name, self._change("revoke token"))
+        return self._tokens.revoke(name, self._change("revoke token"))
 
     def token_holder(self, secret: str) -> Token | None:
         """The named token whose secret is ``secret``, while it works (not revoked, not
         expired); None otherwise."""
-        return self.token_book.holder(secret)
+        return self._tokens.holder(secret)
 
     def begin_session(self, role: Role, token: Token | None, lifetime: timedelta) -> str:
         """Record a dashboard session of ``role``, begun with the named ``token`` (None: a
         settings token), for ``lifetime`` or until the token expires. Returns the session's
         secret, for the browser's cookie; the store keeps its digest."""
-        return self.token_book.begin_session(role, token, lifetime)
+        return self._tokens.begin_session(role, token, lifetime)
 
     def session(self, secret: str) -> tuple[Role, Token | None] | None:
         """The role of the dashboard session ``secret`` and its named token (None: a settings
         token's session), while the session and its token last; None once either ended."""
-        return self.token_book.session(secret)
+        return self._tokens.session(secret)
 
     def end_session(self, secret: str) -> None:
         """End a dashboard session (sign-out): its cookie no longer signs anyone in."""
-        self.token_book.end_session(secret)
+        self._tokens.end_session(secret)
 
     def silence(self, name: str, for_: str | float | timedelta | None = None) -> Schedule:
         """Send no alert about the schedule for ``for_`` (a duration), or until
         :meth:`unsilence` when None. Its incidents are still recorded."""
-        return self.schedule_changes.silence(name, for_, self.actor)
+        return self._schedules.silence(name, for_, self.actor)
 
     def unsilence(self, name: str) -> Schedule:
         """Send the schedule's alerts again."""
-        return self.schedule_changes.unsilence(name, self.actor)
+        return self._schedules.unsilence(name, self.actor)
 
     def prune(self, dry_run: bool = False) -> Pruned:
         """Prune every schedule's old final runs now, as beat's watchdog does over time
         (see :mod:`bridge.storage.retention`): every schedule's final runs are counted,
         a slice at a time, and those that hold runs to delete are pruned to their limits;
         with ``dry_run``, what would go is counted only."""
-        return self.run_history.prune(dry_run)
+        return self._history.prune(dry_run)
 
     def health_counts(self, now: datetime | None = None) -> dict[str, int]:
         """How many schedules are in each health state (see
         :meth:`bridge.storage.health.HealthStore.counts` and
         :func:`bridge.rules.health.states_counted`)."""
-        return self.watch.health_counts(now)
+        return self._watch.health_counts(now)
 
     def recent_statuses(
         self, schedule_ids: Sequence[int], count: int = 20
     ) -> dict[int, builtins.list[tuple[datetime, str]]]:
         """The plan times and statuses of each schedule's latest ``count`` runs, oldest first."""
-        return self.run_history.recent_statuses(schedule_ids, count)
+        return self._history.recent_statuses(schedule_ids, count)
 
     def gaps(self, name: str, since: datetime, limit: int = 100) -> builtins.list[Gap]:
         """The hours since ``since`` in which the schedule skipped or missed occurrences, with
         how many of each, newest first (at most ``limit``): what a run's history does not
         show, from the hourly tallies."""
-        return self.run_history.gaps(name, since, limit)
+        return self._history.gaps(name, since, limit)
 
     def timeline(
         self, span: timedelta = timedelta(hours=24), now: datetime | None = None
@@ -572,31 +572,31 @@ class Bridge:
         timer's occurrences from the soonest next run among them, less those on
         its calendars (an interval's phase is that schedule's; start and end
         bounds, jitter and open runs of each schedule are not applied). The
-        :data:`TIMELINE_GROUPS` largest groups are given, until
+        :data:`~bridge.service.forecasts.TIMELINE_GROUPS` largest groups are given, until
         :data:`TIMELINE_FIRES` occurrences are worked out: the timer that spends
         the last of them is cut short (``more``), those after it are left out.
         """
-        return self.forecasts.timeline(span, now)
+        return self._forecasts.timeline(span, now)
 
     def label_rates(
         self, window: str | float | timedelta = "7d", now: datetime | None = None
     ) -> builtins.list[LabelRate]:
         """Each label's runs that ended over the last ``window`` (the hourly tallies of its
         schedules, from the hour ``window`` ago falls in), by status, with their success
-        rate; by label, the first :data:`LABELS_RATED` with any run."""
-        return self.run_history.label_rates(window, now)
+        rate; by label, the first :data:`~bridge.service.history.LABELS_RATED` with any run."""
+        return self._history.label_rates(window, now)
 
     def overview(self, now: datetime | None = None) -> Overview:
         """What the metrics show: the first ``bridge_metrics_max_schedules`` schedules by
         name with their counters, and the totals of every schedule."""
-        return self.watch.overview(now)
+        return self._watch.overview(now)
 
     def audit(
         self, name: str | None = None, *, cursor: str | None = None, limit: int = PAGE_DEFAULT
     ) -> Page[AuditRecord]:
         """The audit log, newest first: every change to the schedule ``name`` (deleted or
         not), or to every schedule."""
-        return self.run_history.audit(name, cursor, limit)
+        return self._history.audit(name, cursor, limit)
 
     def history(self, name: str, limit: int = 20) -> builtins.list[Run]:
         """The schedule's runs, newest first."""
@@ -613,7 +613,7 @@ class Bridge:
         run to end, or has a fixed delay, whose later runs depend on when
         each run completes.
         """
-        return self.forecasts.forecast(name, count, now)
+        return self._forecasts.forecast(name, count, now)
 
     def preview(
         self, timer: str, timezone: str | None = None, count: int = 5, now: datetime | None = None
@@ -623,7 +623,7 @@ class Bridge:
         dashboard's form shows while they are typed. Refused as :meth:`add` refuses them
         (``timer``, ``timezone``). An interval counts from now; a fixed delay's later runs
         depend on when each ends, so only its first is given."""
-        return self.forecasts.preview(timer, timezone, count, now, self.default_timezone)
+        return self._forecasts.preview(timer, timezone, count, now, self.default_timezone)
 
     def next_runs(
         self, name: str, count: int = 5, now: datetime | None = None
@@ -717,7 +717,7 @@ class Bridge:
         among them) and those the schedules' options name. A read of every schedule's
         options that mention a queue: callers that ask often keep the answer a while."""
         configured = set(self.app.amqp.queues) if self.app is not None else set()
-        return self.readings.queues(configured)
+        return self._readings.queues(configured)
 
     def queue_lengths(self, queues: Collection[str] | None = None) -> dict[str, int | None]:
         """Messages waiting in each of ``queues`` (:meth:`queues` when None), by queue;

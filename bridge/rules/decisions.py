@@ -426,12 +426,12 @@ def decide(
 
     occurrence = bounded_occurrence(state, state.next_occurrence)
     due: list[datetime] = []
-    missed, missed_reason = 0, None
+    missed, missed_reason, passed_on_calendars = 0, None, 0
     trigger = Trigger.SCHEDULED
     next_occurrence = occurrence
     if occurrence is not None and fire_time(state, occurrence) <= now:
-        due, (missed, missed_reason), trigger, next_occurrence = _due_occurrences(
-            state, occurrence, now, catchup_limit
+        due, (missed, missed_reason), passed_on_calendars, trigger, next_occurrence = (
+            _due_occurrences(state, occurrence, now, catchup_limit)
         )
     on_calendars = [plan for plan in due if state.excluded(plan)]
     if on_calendars:
@@ -480,7 +480,9 @@ def decide(
         # The next occurrence is one interval after this run finishes.
         next_occurrence = None
     # Counted once the cursor is past them: catch-up ``all`` walks those after it again.
-    excluded = sum(1 for plan in on_calendars if next_occurrence is None or plan < next_occurrence)
+    excluded = passed_on_calendars + sum(
+        1 for plan in on_calendars if next_occurrence is None or plan < next_occurrence
+    )
     return Plan(
         sends=sends,
         revoke=revoke,
@@ -700,18 +702,21 @@ def missed_by_window(window: timedelta) -> str:
 
 def _due_occurrences(
     state: State, first: datetime, now: datetime, limit: int
-) -> tuple[list[datetime], tuple[int, str | None], Trigger, datetime | None]:
+) -> tuple[list[datetime], tuple[int, str | None], int, Trigger, datetime | None]:
     """The occurrences to send for a row due since ``first``, per the catch-up policy.
 
-    Returns them oldest first, with the number counted as missed and why,
-    their trigger and the first occurrence left for later.
+    Returns them oldest first, with the number counted as missed and why, the
+    number passed over on the schedule's calendars (excluded, not missed),
+    their trigger and the first occurrence left for later. The calendars come
+    first: catch-up ``latest`` sends the latest occurrence off them, and
+    ``none`` or a window miss only the occurrences that would have been sent.
     """
     timer, policies = state.timer, state.policies
     last = now if policies.end is None else min(now, policies.end)
     if state.fixed_delay:
         # Skipped (a run is open): look again one interval later.
         assert isinstance(timer, IntervalTimer)
-        return [first], (0, None), Trigger.SCHEDULED, first + timer.interval
+        return [first], (0, None), 0, Trigger.SCHEDULED, first + timer.interval
     latest = timer.latest_at_or_before(last)
     assert latest is not None and latest >= first
     behind = count_occurrences(timer, first, latest)
@@ -723,28 +728,68 @@ def _due_occurrences(
 
     in_window = first
     missed: tuple[int, str | None] = (0, None)
+    on_calendars = 0
     if policies.catchup_window is not None:
         earliest = now - policies.catchup_window
         outside = missed_by_window(policies.catchup_window)
         if latest < earliest:
-            return [], (behind, outside), trigger, following
+            count, on_calendars = passed_over(state, first, latest)
+            return [], (count, outside), on_calendars, trigger, following
         if first < earliest:
             in_window = first_at_or_after(timer, earliest) or latest
-            missed = (count_occurrences(timer, first, in_window - _TICK), outside)
+            count, on_calendars = passed_over(state, first, in_window - _TICK)
+            missed = (count, outside)
 
     if behind == 1:
-        return [first], (0, None), trigger, following
+        return [first], (0, None), 0, trigger, following
     if policies.catchup is Catchup.NONE:
-        return [], (behind, MISSED_BY_NONE), trigger, following
+        count, on_calendars = passed_over(state, first, latest)
+        return [], (count, MISSED_BY_NONE), on_calendars, trigger, following
     if policies.catchup is Catchup.LATEST:
-        return [latest], (behind - 1, MISSED_BY_LATEST), trigger, following
+        count, on_calendars = passed_over(state, first, latest)
+        sent = latest_off_calendars(state, in_window, latest)
+        if sent is None:
+            return [], (count, MISSED_BY_LATEST), on_calendars, trigger, following
+        return [sent], (count - 1, MISSED_BY_LATEST), on_calendars, trigger, following
     batch: list[datetime] = []
     for occurrence in occurrences(timer, in_window, latest):
         if len(batch) == limit:
             # The rest follow on the next tick, which comes at once.
-            return batch, missed, trigger, occurrence
+            return batch, missed, on_calendars, trigger, occurrence
         batch.append(occurrence)
-    return batch, missed, trigger, following
+    return batch, missed, on_calendars, trigger, following
+
+
+def passed_over(state: State, first: datetime, last: datetime) -> tuple[int, int]:
+    """The occurrences in [first, last] a catch-up passes over, as two counts: those
+    off the schedule's calendars (missed) and those on them (excluded, as they would
+    have been had beat been on time). Capped together at :data:`COUNT_CAP` for a
+    schedule that skips calendars, whose occurrences are then looked at one by one."""
+    if not state.calendars:
+        return count_occurrences(state.timer, first, last), 0
+    off = on = 0
+    for plan in occurrences(state.timer, first, last):
+        if state.excluded(plan):
+            on += 1
+        else:
+            off += 1
+        if off + on >= COUNT_CAP:
+            break
+    return off, on
+
+
+def latest_off_calendars(state: State, first: datetime, latest: datetime) -> datetime | None:
+    """The latest occurrence from ``first`` to ``latest`` (an occurrence) that is off the
+    schedule's calendars; None when every one of them is on one (or the
+    :data:`COUNT_CAP` latest are)."""
+    plan: datetime | None = latest
+    for _ in range(COUNT_CAP):
+        if plan is None or plan < first:
+            return None
+        if not state.excluded(plan):
+            return plan
+        plan = state.timer.latest_at_or_before(plan - _TICK)
+    return None
 
 
 # -- the outcome of a run ------------------------------------------------------------

@@ -214,6 +214,79 @@ def test_a_catch_up_counts_each_excluded_occurrence_once(overlap: Overlap) -> No
     assert seconds == [0, 10, 40, 50] and excluded == 2
 
 
+def test_catch_up_latest_sends_the_latest_occurrence_off_the_calendars() -> None:
+    # Beat down from before Wednesday's run to Saturday: Wednesday is owed, Thursday and
+    # Friday are holidays. The latest occurrence is Christmas Day, on the calendar: the
+    # catch-up sends Wednesday's, and counts the holidays excluded, not missed.
+    wednesday = at("2026-12-23T08:00:00+00:00")
+    saturday = at("2026-12-26T10:00:00+00:00")
+    plan = decide(state(occurrence=wednesday), saturday, [])
+    assert [send.plan_time for send in plan.sends] == [wednesday]
+    assert (plan.missed, plan.excluded) == (0, 2)
+    assert plan.next_occurrence == at("2026-12-28T08:00:00+00:00")
+    # From Tuesday: Tuesday is passed over (missed), Wednesday sent.
+    plan = decide(state(occurrence=TUESDAY), saturday, [])
+    assert [send.plan_time for send in plan.sends] == [wednesday]
+    assert (plan.missed, plan.excluded) == (1, 2)
+    # Only holidays owed: nothing is sent, nothing is missed.
+    christmas_eve = at("2026-12-24T08:00:00+00:00")
+    plan = decide(state(occurrence=christmas_eve), saturday, [])
+    assert plan.sends == [] and (plan.missed, plan.excluded) == (0, 2)
+
+
+def test_catch_up_none_and_a_window_miss_only_what_would_have_been_sent() -> None:
+    saturday = at("2026-12-26T10:00:00+00:00")
+    plan = decide(state(occurrence=TUESDAY, catchup="none"), saturday, [])
+    assert plan.sends == [] and (plan.missed, plan.excluded) == (2, 2)
+    # A window of a day from Saturday 10:00: Tuesday and Wednesday lie outside it, and
+    # Thursday and Friday, inside it, are holidays.
+    windowed = state(occurrence=TUESDAY, catchup="all", catchup_window="1d")
+    plan = decide(windowed, saturday, [])
+    assert plan.sends == [] and (plan.missed, plan.excluded) == (2, 2)
+
+
+instants = st.datetimes(datetime(2026, 3, 1), datetime(2026, 3, 2)).map(
+    lambda moment: moment.replace(microsecond=0, tzinfo=UTC)
+)
+
+
+@settings(deadline=None)  # a calendar built per example: the machine's load is no failure
+@given(
+    st.integers(min_value=1, max_value=600),
+    instants,
+    st.integers(min_value=0, max_value=7_200),
+    st.lists(st.tuples(st.integers(0, 180), st.integers(1, 60)), max_size=4),
+    st.sampled_from(["latest", "none"]),
+)
+def test_a_catch_up_accounts_for_every_occurrence_it_passes_over(
+    every: int, start: datetime, down: int, gaps: list[tuple[int, int]], catchup: str
+) -> None:
+    """Each occurrence owed is sent, missed or excluded, exactly one of them; ``latest``
+    sends the latest one off the calendars, ``none`` sends none."""
+    timer = parse_timer(f"every {every}s", Z, start)
+    ranges = [
+        f"{start + timedelta(minutes=at_minute):%Y-%m-%dT%H:%M}/"
+        f"{start + timedelta(minutes=at_minute + length):%Y-%m-%dT%H:%M}"
+        for at_minute, length in gaps
+    ]
+    calendars = (Calendar.build("gaps", CalendarKind.RANGES, ranges, Z),) if ranges else ()
+    current = replace(state(timer, start, catchup=catchup), calendars=calendars)
+    now = start + timedelta(seconds=down)
+    owed = [start + timedelta(seconds=every * i) for i in range(down // every + 1)]
+    off = [plan for plan in owed if not any(c.excludes(plan) for c in calendars)]
+    plan = decide(current, now, [])
+    sent = [send.plan_time for send in plan.sends]
+    assert len(sent) + plan.missed + plan.excluded == len(owed)
+    assert plan.excluded == len(owed) - len(off)
+    if len(owed) == 1:
+        assert sent == off
+    elif catchup == "latest":
+        assert sent == off[-1:]
+    else:
+        assert sent == []
+    assert plan.next_occurrence == owed[-1] + timedelta(seconds=every)
+
+
 def test_a_schedule_naming_a_calendar_that_is_gone_is_refused() -> None:
     with pytest.raises(ValidationError, match="skip_calendars: got 'holidays'"):
         calendars_named(Policies.build({"skip_calendars": "holidays"}).skip_calendars, {})

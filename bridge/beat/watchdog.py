@@ -36,7 +36,7 @@ from datetime import datetime, timedelta
 from bridge.clock import utcnow
 from bridge.config import Settings
 from bridge.notify import Notifier
-from bridge.rules.health import TROUBLE, Health, State, health_of, watched
+from bridge.rules.health import TROUBLE, Health, State, health_of, waiting_since, watched
 from bridge.rules.policy import OnOverrun
 from bridge.rules.retention import FinalRuns, Limits, slice_of, to_look_at
 from bridge.rules.turns import Turns, pause_after
@@ -221,6 +221,7 @@ class Watchdog:
             AT_RISK_LIMIT,
             self._cursors,
             ENDED_SLACK,
+            waiting_since=waiting_since,
         )
         states = {risk.columns["id"]: (risk, self.state_of(risk, now)) for risk in at_risk}
         troubled = {

@@ -41,6 +41,7 @@ from bridge.rules.health import State
 from bridge.rules.policy import Overlap, PolicyFields
 from bridge.rules.tokens import Role
 from bridge.rules.values import flag, lookup_text, whole_number
+from bridge.service import schema
 from bridge.service.calendars import Calendars
 from bridge.service.forecasts import MAX_FORECAST, NOTE_RUNNING_RUN, TIMELINE_FIRES, Forecasts
 from bridge.service.history import History
@@ -150,7 +151,7 @@ class Bridge:
     def migrate(self) -> tuple[str | None, str | None]:
         """Create or upgrade the bridge's tables; safe to repeat and to run concurrently.
         Returns the schema revision before (None: no tables) and after."""
-        return self.database.migrate()
+        return schema.migrate(self.database)
 
     def check_schema(self) -> None:
         """Refuse (:class:`~bridge.storage.database.SchemaMismatch`, one line naming both

@@ -20,7 +20,7 @@ from bridge.errors import ValidationError
 from bridge.rules import paging
 from bridge.rules.canvas import stored_canvas
 from bridge.rules.definition import check_label
-from bridge.rules.health import State, health_of, watched
+from bridge.rules.health import State, health_of, waiting_since, watched
 from bridge.rules.values import column_of, flag, lookup_text, whole_number
 from bridge.service.views import Page, Schedule
 from bridge.storage.database import Database
@@ -67,7 +67,7 @@ class Readings:
         """Views of ``rows`` (table rows), each with its health judged from its open runs at
         ``now``."""
         now = now or utcnow()
-        seen = self.health_store.runs_seen([row.id for row in rows], now)
+        seen = self.health_store.runs_seen([row.id for row in rows], now, waiting_since)
         return self._views(rows, seen, now)
 
     def _views(self, rows: Sequence[Any], seen: RunsSeen, now: datetime) -> list[Schedule]:
@@ -138,7 +138,7 @@ class Readings:
         )
         if late is False:
             raise ValidationError("late", late, "true, or left out")
-        found = self.store.page(where, sort, after, limit + 1, now)
+        found = self.store.page(where, sort, after, limit + 1, now, waiting_since)
         items = self._views(found.rows[:limit], found.seen, now)
         key: Callable[[Any], tuple[Any, ...]] = (
             (lambda row: (row["nextrun"], row["id"]))

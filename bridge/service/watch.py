@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from bridge.clock import utcnow
 from bridge.config import Settings
-from bridge.rules.health import states_counted
+from bridge.rules.health import states_counted, waiting_since
 from bridge.rules.values import seconds
 from bridge.service.views import Instance, SchedulerHealth, Status, Worker
 from bridge.storage.database import Database, shown_url
@@ -87,4 +87,6 @@ class Watch:
         """The first ``bridge_metrics_max_schedules`` schedules by name with their counters,
         and the totals of every schedule."""
         now = now or utcnow()
-        return self.overview_store.read(self.settings.metrics_max_schedules, now - self.grace, now)
+        return self.overview_store.read(
+            self.settings.metrics_max_schedules, now - self.grace, now, waiting_since
+        )

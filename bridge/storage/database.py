@@ -43,7 +43,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from bridge.errors import BridgeError, ValidationError
 from bridge.extras import MissingExtra, scheme_of
 from bridge.rules.releases import Fit, Schema
-from bridge.rules.servers import mysql_refusal
 from bridge.storage.models import SchemaRelease
 from bridge.version import __version__
 
@@ -56,11 +55,6 @@ logger = logging.getLogger("bridge.database")
 _MIGRATE_LOCK_KEY = 0x62726964  # "brid"
 #: How long a migrate on MySQL waits for another to finish, in seconds.
 _MIGRATE_LOCK_WAIT = 600
-
-
-class UnsupportedServer(BridgeError):
-    """A MySQL or MariaDB server older than the schema and statements need; the message names
-    the version found and those supported."""
 
 
 class SchemaMismatch(BridgeError):
@@ -362,6 +356,15 @@ class Database:
         config.set_main_option("sqlalchemy.url", self.url.replace("%", "%%"))
         return config
 
+    def mysql_version(self) -> str | None:
+        """What a MySQL or MariaDB server answers ``SELECT VERSION()`` with (None on
+        another database): whether it can hold the store is
+        :func:`bridge.rules.servers.mysql_refusal`'s to say."""
+        if not self.is_mysql:
+            return None
+        with self.engine.connect() as connection:
+            return str(connection.exec_driver_sql("SELECT VERSION()").scalar())
+
     def migrate(self, revision: str = "head") -> tuple[str | None, str | None]:
         """Upgrade the schema to ``revision``; safe to run again and concurrently. Returns
         the revision the database was at (None: never migrated) and the one it is at now.
@@ -402,8 +405,7 @@ class Database:
         transactional DDL and no transaction-scoped lock: a named lock of the
         session (one name per database: the names are the server's) is taken
         and released around the block, and dies with the session if the
-        process does. A MySQL or MariaDB server older than the schema needs is
-        refused first (:class:`UnsupportedServer`). SQLite's write lock,
+        process does. SQLite's write lock,
         taken as the transaction begins, serialises migrators by itself.
         """
         if connection.dialect.name == "postgresql":
@@ -411,10 +413,6 @@ class Database:
         if connection.dialect.name != "mysql":
             yield
             return
-        version = str(connection.exec_driver_sql("SELECT VERSION()").scalar())
-        refusal = mysql_refusal(version)
-        if refusal is not None:
-            raise UnsupportedServer(f"bridge_database_url ({shown_url(self.url)}): {refusal}")
         lock = "CONCAT('bridge_migrate_', MD5(DATABASE()))"
         taken = connection.exec_driver_sql(
             f"SELECT GET_LOCK({lock}, {_MIGRATE_LOCK_WAIT})"

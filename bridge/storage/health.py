@@ -22,7 +22,7 @@ from bridge.rules.kinds import FINAL_STATUSES, NON_FINAL_STATUSES
 from bridge.storage.database import Database
 from bridge.storage.incidents import has_incident_of_its_state, settled
 from bridge.storage.models import BeatInstance, Incident, PeriodicTask, TaskExecution
-from bridge.storage.runs import RunsSeen, runs_seen
+from bridge.storage.runs import RunsSeen, Waiting, runs_seen
 from bridge.storage.schedules import finished_rows
 from bridge.storage.sql import among, before, dialect_of, plain_rows
 
@@ -97,9 +97,11 @@ class HealthStore:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    def runs_seen(self, schedule_ids: Sequence[int], now: datetime) -> RunsSeen:
+    def runs_seen(
+        self, schedule_ids: Sequence[int], now: datetime, waiting_since: Waiting
+    ) -> RunsSeen:
         with self.database.session() as session:
-            return runs_seen(session, schedule_ids, now)
+            return runs_seen(session, schedule_ids, now, waiting_since)
 
     def at_risk(
         self,
@@ -109,6 +111,8 @@ class HealthStore:
         limit: int,
         cursors: Cursors = Cursors(),
         ended_slack: timedelta = timedelta(0),
+        *,
+        waiting_since: Waiting,
     ) -> Risks:
         """The schedules whose trouble may have changed, at most ``limit`` of each kind, the
         most pressing first:
@@ -134,7 +138,7 @@ class HealthStore:
         many as it takes, else from ``now - ended_slack`` (room for a transaction that
         wrote an earlier time but committed after this look)."""
         table, run = PeriodicTask, TaskExecution
-        waiting_since = func.min(func.coalesce(run.started_at, run.queued_at, run.plan_time))
+        longest_waiting = func.min(func.coalesce(run.started_at, run.queued_at, run.plan_time))
         with self.database.session() as session:
             dialect = dialect_of(session)
             grace = func.coalesce(table.grace, default_grace)
@@ -169,7 +173,7 @@ class HealthStore:
                 .join(table, table.id == run.periodic_task_id)
                 .where(run.status.in_(NON_FINAL_STATUSES), overdue_run)
                 .group_by(run.periodic_task_id)
-                .order_by(waiting_since)
+                .order_by(longest_waiting)
                 .limit(limit),
                 select(Incident.periodic_task_id).where(
                     Incident.closed_at.is_(None),
@@ -226,7 +230,7 @@ class HealthStore:
             columns = [table.__table__.c[name] for name in WATCHED_COLUMNS]
             statement = select(*columns).where(among(session, table.id, ordered))
             rows = {row["id"]: row for row in plain_rows(session, statement)}
-            seen = runs_seen(session, ordered, now)
+            seen = runs_seen(session, ordered, now, waiting_since)
         found = [
             AtRisk(columns, seen.runs.get(schedule_id, []), seen.last_started.get(schedule_id))
             for schedule_id, columns in rows.items()

@@ -25,7 +25,7 @@ from bridge.storage.models import (
     TaskExecution,
     WorkerInstance,
 )
-from bridge.storage.runs import RunsSeen, runs_seen
+from bridge.storage.runs import RunsSeen, Waiting, runs_seen
 from bridge.storage.schedules import finished_rows, paused_rows
 
 #: The columns of each schedule a scrape shows.
@@ -109,7 +109,9 @@ class OverviewStore:
     def __init__(self, database: Database) -> None:
         self.database = database
 
-    def read(self, cap: int, late_before: datetime, now: datetime) -> Overview:
+    def read(
+        self, cap: int, late_before: datetime, now: datetime, waiting_since: Waiting
+    ) -> Overview:
         table = PeriodicTask.__table__.c
         shown = select(*(table[name] for name in SCHEDULE_COLUMNS)).order_by(table.name).limit(cap)
         counted = select(
@@ -124,7 +126,7 @@ class OverviewStore:
         open_status = TaskExecution.status.in_(NON_FINAL_STATUSES)
         with self.database.session() as session:
             schedules = [dict(row._mapping) for row in session.execute(shown)]
-            seen = runs_seen(session, [row["id"] for row in schedules], now)
+            seen = runs_seen(session, [row["id"] for row in schedules], now, waiting_since)
             open_totals = dict(
                 session.execute(
                     select(TaskExecution.status, func.count())

@@ -8,7 +8,7 @@ gateways of :mod:`bridge.storage` and the units of work of
 from __future__ import annotations
 
 import functools
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -33,7 +33,7 @@ from sqlalchemy.orm import Session
 
 from bridge.rules.decisions import EXPIRED, OpenRun
 from bridge.rules.fire import Resumable
-from bridge.rules.health import OpenRunView, waiting_since
+from bridge.rules.health import OpenRunView
 from bridge.rules.kinds import FINAL_STATUSES, NON_FINAL_STATUSES, SCHEDULED_TRIGGERS, RunStatus
 from bridge.storage.counts import count_unsettled
 from bridge.storage.database import Database
@@ -76,7 +76,15 @@ class RunsSeen:
     last_started: dict[int, datetime]
 
 
-def runs_seen(session: Session, schedule_ids: Sequence[int], now: datetime) -> RunsSeen:
+#: Per schedule with a run waiting to start, since when the earliest of them waits, from
+#: its open runs: the health's rule (:func:`bridge.rules.health.waiting_since`), handed in
+#: by the caller, which tells the read which schedules' latest start to look up.
+Waiting = Callable[[Mapping[int, Sequence[OpenRunView]]], Mapping[int, datetime]]
+
+
+def runs_seen(
+    session: Session, schedule_ids: Sequence[int], now: datetime, waiting_since: Waiting
+) -> RunsSeen:
     """The runs of these schedules the health looks at: open ones, and those that expired
     unstarted or started within :data:`RECENT` of ``now``.
 

@@ -254,6 +254,7 @@ class ScheduleStore(runs.RunEnding):
         after: Sequence[Any] | None,
         limit: int,
         now: datetime,
+        waiting_since: runs.Waiting,
     ) -> SchedulePage:
         """Up to ``limit`` schedules matching ``where``, after the sort key ``after``, as
         their columns and ``labels``, with the runs their health is judged from at ``now``.
@@ -282,7 +283,7 @@ class ScheduleStore(runs.RunEnding):
             rows = plain_rows(session, statement.limit(limit))
             ids = [row["id"] for row in rows]
             labels = _labels_of(session, ids)
-            seen = runs.runs_seen(session, ids, now)
+            seen = runs.runs_seen(session, ids, now, waiting_since)
         for row in rows:
             row["labels"] = labels.get(row["id"], ())
         return SchedulePage(rows, seen)

@@ -19,6 +19,7 @@ from bridge.celery.broker import CeleryBroker
 from bridge.errors import RunNotFound, StateConflict
 from bridge.manage.bulk import export_schedules, import_schedules
 from bridge.rules.decisions import Thresholds
+from bridge.rules.health import waiting_since
 from bridge.rules.kinds import RunStatus
 from bridge.rules.records import OPEN, Change
 from bridge.service.edits import Edits
@@ -581,7 +582,7 @@ def test_the_watchdog_looks_at_failing_schedules_in_turn_when_there_are_more_tha
     looked: list[list[int]] = []
     cursors = Cursors()
     for _ in range(4):
-        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors)
+        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors, waiting_since=waiting_since)
         looked.append(sorted(risk.columns["id"] for risk in found))
     assert looked == [ids[0:2], ids[2:4], ids[4:5], ids[0:2]]
 
@@ -631,7 +632,7 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
     store = HealthStore(database_for(migrated))
     cursors, rounds = Cursors(), []
     for _ in range(7):  # every incident settled: one a look (a hundredth of 2, at least 1)
-        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors)
+        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors, waiting_since=waiting_since)
         rounds.append([risk.columns["id"] for risk in found])
     assert rounds == [[ids[0]], [ids[1]], [ids[2]], [ids[3]], [ids[4]], [], [ids[0]]]
 
@@ -647,7 +648,7 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
             update(table).where(table.c.id == ids[4]).values(failure_streak=0, failing_since=None)
         )
     after_round = Cursors(settled_after=ids[4], ended_since=later)
-    found, _ = store.at_risk(later, 3600.0, 0.0, 2, after_round)
+    found, _ = store.at_risk(later, 3600.0, 0.0, 2, after_round, waiting_since=waiting_since)
     assert sorted(risk.columns["id"] for risk in found) == [ids[0], ids[1], ids[3], ids[4]]
     watchdog.judge(later)
     assert open_incidents() == {
@@ -683,7 +684,7 @@ def test_the_watchdog_reads_only_the_open_runs_that_may_be_late_or_overrun(
     store = HealthStore(database_for(migrated))
 
     def looked(default_max_runtime: float) -> set[str]:
-        found, _ = store.at_risk(now, 3600.0, default_max_runtime, 10)
+        found, _ = store.at_risk(now, 3600.0, default_max_runtime, 10, waiting_since=waiting_since)
         names = {number: name for name, number in ids.items()}
         return {names[risk.columns["id"]] for risk in found}
 
@@ -707,7 +708,9 @@ def test_the_look_at_ended_runs_gets_past_more_runs_ended_at_one_instant_than_it
     store = HealthStore(database_for(migrated))
     cursors, counts = Cursors(ended_since=instant - timedelta(seconds=1)), []
     for _ in range(3):
-        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors, timedelta(seconds=10))
+        found, cursors = store.at_risk(
+            now, 3600.0, 0.0, 2, cursors, timedelta(seconds=10), waiting_since=waiting_since
+        )
         counts.append(len(found))
     assert counts == [2, 2, 0]
     assert cursors.ended_since is not None and cursors.ended_since > instant

@@ -141,12 +141,6 @@ def test_a_rule_module_imports_the_standard_library_and_the_rules(
 
 STORAGE = sorted(Path(bridge.__file__).parent.joinpath("storage").glob("*.py"))
 
-#: The functions of the rules storage still calls, by module: each is to move into a unit
-#: of work of :mod:`bridge.service`, as the settlements have. The list only shrinks.
-STORAGE_STILL_DECIDES = {
-    "database.py": {"bridge.rules.servers.mysql_refusal"},
-    "runs.py": {"bridge.rules.health.waiting_since"},
-}
 
 
 def rules_called(path: Path, package: str) -> set[str]:
@@ -175,7 +169,7 @@ def test_the_check_finds_a_rule_called() -> None:
 def test_storage_applies_no_rule(module: Path) -> None:
     """Storage runs statements and hands values back; the units of work of
     :mod:`bridge.service` decide, through the rules, between its reads and its writes."""
-    assert rules_called(module, "bridge.storage") == STORAGE_STILL_DECIDES.get(module.name, set())
+    assert rules_called(module, "bridge.storage") == set()
 
 
 def test_the_public_names_are_those_of_their_modules() -> None:

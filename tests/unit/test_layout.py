@@ -142,7 +142,6 @@ def test_a_rule_module_imports_the_standard_library_and_the_rules(
 STORAGE = sorted(Path(bridge.__file__).parent.joinpath("storage").glob("*.py"))
 
 
-
 def rules_called(path: Path, package: str) -> set[str]:
     """The functions of the rules a module imports: its types, enums and constants are
     the vocabulary storage shares with them; a function is a decision."""

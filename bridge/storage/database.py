@@ -8,11 +8,13 @@ whenever the process id changes.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
@@ -72,7 +74,14 @@ def _prepare_sqlite(engine: Engine) -> None:
     Every transaction starts with ``BEGIN IMMEDIATE`` so that a transaction
     which reads and then writes waits for the write lock instead of failing
     with ``database is locked`` when another process wrote in between.
+
+    No connection is open across a fork: SQLite keeps its view of the file's
+    locks in the process, and a child that inherits it (the beat a
+    ``worker -B`` forks, once the worker's recorder has read the store) has
+    every transaction refused with ``locking protocol``. The idle connections
+    are closed before each fork of this process; each side opens new ones.
     """
+    os.register_at_fork(before=functools.partial(_close_idle, weakref.ref(engine)))
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -94,6 +103,14 @@ def _prepare_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _close_idle(engine: weakref.ref[Engine]) -> None:
+    """Close the idle connections of ``engine``, if it is still in use (see
+    :func:`_prepare_sqlite`)."""
+    alive = engine()
+    if alive is not None:
+        alive.dispose()
 
 
 def _send_arrays_binary(engine: Engine) -> None:

@@ -402,6 +402,20 @@ def test_worker_with_embedded_beat(pg_env: Env, options: list[str]) -> None:
     assert "bridge: fired 'embedded'" in worker.log
 
 
+def test_worker_with_embedded_beat_on_the_embedded_default(embedded_env: Env) -> None:
+    """SQLite and the folder broker: the beat a worker forks opens the store afresh."""
+    env = embedded_env
+    env.cli("add", "embedded", "--task", "workers.app.quick", "--timer", "every 1s")
+    worker = env.start("worker", "-B", "--scheduler", "bridge")
+    wait_for(
+        lambda: sum(r["status"] == "SUCCESS" for r in history(env, "embedded")) >= 3,
+        60,
+        what="runs fired by the embedded beat",
+    )
+    assert "bridge: fired 'embedded'" in worker.log
+    assert "database unreachable" not in worker.log
+
+
 def test_recorder_survives_an_unreachable_database(pg_env: Env) -> None:
     """A worker that cannot write records still runs the task, holds them, and logs why."""
     env = pg_env

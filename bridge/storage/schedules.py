@@ -36,7 +36,7 @@ from bridge.storage.models import (
 )
 from bridge.storage.presence import claimable
 from bridge.storage.runs import Sent
-from bridge.storage.sql import before, dialect_of, is_postgres, one_of, plain_rows
+from bridge.storage.sql import before, dialect_of, plain_rows
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,7 @@ class ScheduleStore(runs.RunEnding):
         than the database spent on it), and the runs in the same transaction:
         one connection and one snapshot for the page.
         """
-        statement = _every_column().where(*where.criteria(self.database.dialect))
+        statement = _page_columns().where(*where.criteria(self.database.dialect))
         if sort == "next":
             key = tuple_(PeriodicTask.nextrun, PeriodicTask.id)
             statement = statement.where(PeriodicTask.enabled, PeriodicTask.nextrun.is_not(None))
@@ -279,11 +279,9 @@ class ScheduleStore(runs.RunEnding):
                 statement = statement.where(PeriodicTask.name > after[0])
         with self.database.session() as session:
             rows = plain_rows(session, statement.limit(limit))
-            ids = [row["id"] for row in rows]
-            labels = _labels_of(session, ids)
-            seen = runs.runs_seen(session, ids, now, waiting_since)
+            seen = runs.runs_seen(session, [row["id"] for row in rows], now, waiting_since)
         for row in rows:
-            row["labels"] = labels.get(row["id"], ())
+            row["labels"] = tuple(sorted(row["labels"].split(" "))) if row["labels"] else ()
         return SchedulePage(rows, seen)
 
     def names_with_label(self, label: str) -> list[str]:
@@ -378,33 +376,18 @@ class ScheduleStore(runs.RunEnding):
 _Statement = TypeVar("_Statement", bound=Select[*tuple[Any, ...]])
 
 
-def _labels_of(session: Session, schedule_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
-    """The labels of these schedules, sorted, by schedule id (none: not in the answer)."""
-    if not schedule_ids:
-        return {}
-    found: dict[int, list[str]] = {}
-    statement = _labels_statement(is_postgres(session))
-    for schedule_id, label in session.connection().execute(statement, {"ids": list(schedule_ids)}):
-        found.setdefault(schedule_id, []).append(label)
-    return {schedule_id: tuple(labels) for schedule_id, labels in found.items()}
-
-
 @functools.cache
-def _every_column() -> Select[*tuple[Any, ...]]:
-    """``SELECT`` of every column of ``periodic_task``, built once: building it coerces each
-    of 62 columns, a twentieth of what serving a page of schedules cost."""
-    return select(*PeriodicTask.__table__.columns)
-
-
-@functools.cache
-def _labels_statement(postgres: bool) -> Select[int, str]:
-    """The statement of :func:`_labels_of`, built once (bound: ``ids``): building it anew
-    cost a page of schedules as much as running it."""
-    return (
-        select(ScheduleLabel.periodic_task_id, ScheduleLabel.label)
-        .where(one_of(ScheduleLabel.periodic_task_id, postgres=postgres, name="ids"))
-        .order_by(ScheduleLabel.periodic_task_id, ScheduleLabel.label)
+def _page_columns() -> Select[*tuple[Any, ...]]:
+    """``SELECT`` of every column of ``periodic_task`` and of its labels, as one text
+    separated by spaces (which no label holds), built once: building it coerces each of
+    62 columns, a twentieth of what serving a page of schedules cost. Read with the rows,
+    the labels cost a page a tenth of what a statement of their own did."""
+    labels = (
+        select(func.aggregate_strings(ScheduleLabel.label, " "))
+        .where(ScheduleLabel.periodic_task_id == PeriodicTask.id)
+        .scalar_subquery()
     )
+    return select(*PeriodicTask.__table__.columns, labels.label("labels"))
 
 
 def _with_labels(statement: _Statement) -> _Statement:

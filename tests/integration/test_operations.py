@@ -19,6 +19,7 @@ from bridge.celery.broker import CeleryBroker
 from bridge.errors import RunNotFound, StateConflict
 from bridge.manage.bulk import export_schedules, import_schedules
 from bridge.rules.decisions import Thresholds
+from bridge.rules.definition import LABEL_MAX, LABELS_MAX
 from bridge.rules.health import waiting_since
 from bridge.rules.kinds import RunStatus
 from bridge.rules.records import OPEN, Change
@@ -91,6 +92,20 @@ def test_labels_are_set_replaced_filtered_and_acted_on(api: Bridge) -> None:
     with pytest.raises(ValidationError) as caught:
         api.pause_label("two words")
     assert caught.value.field == "label"
+
+
+@on_every_store
+def test_a_page_lists_every_label_of_each_schedule_however_many_and_long(api: Bridge) -> None:
+    most = [f"{n:02d}".ljust(LABEL_MAX, "x") for n in reversed(range(LABELS_MAX))]
+    add(api, "a", labels=["team:ops", "nightly"])
+    add(api, "b")
+    add(api, "c", labels=most)
+    pages = (api.schedules(), api.schedules(sort="next"), api.schedules(label=most[0]))
+    assert [[(s.name, s.labels) for s in page.items] for page in pages] == [
+        [("a", ("nightly", "team:ops")), ("b", ()), ("c", tuple(sorted(most)))],
+        [("a", ("nightly", "team:ops")), ("b", ()), ("c", tuple(sorted(most)))],
+        [("c", tuple(sorted(most)))],
+    ]
 
 
 def test_labels_travel_through_export_and_import(api: Bridge, migrated: str) -> None:

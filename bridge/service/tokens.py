@@ -102,8 +102,8 @@ class Tokens:
         found = self.store.session_of(digest(secret), utcnow())
         if found is None:
             return None
-        session, token = found
-        return Role(session.role), None if token is None else Token.of(token)
+        role, token = found
+        return Role(role), None if token is None else Token.of(token)
 
     def end_session(self, secret: str) -> None:
         """End a dashboard session: its cookie no longer signs anyone in."""

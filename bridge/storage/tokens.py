@@ -12,24 +12,52 @@ which write their audit entry in the same transaction through
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Select,
+    and_,
+    bindparam,
+    delete,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from bridge.storage.database import Database
-from bridge.storage.models import ApiToken, DashboardSession
+from bridge.storage.models import ApiToken, DashboardSession, UTCDateTime
+from bridge.storage.sql import plain_rows
 
 #: How stale ``last_used_at`` may grow before a request writes it again: one write a
 #: minute per token, however many requests carry it.
 LAST_USED_STEP = timedelta(minutes=1)
 
 
-def _valid(now: datetime) -> ColumnElement[bool]:
+def _valid(now: datetime | BindParameter[datetime]) -> ColumnElement[bool]:
     """The tokens that work at ``now``: not revoked, not expired."""
     return and_(
         ApiToken.revoked_at.is_(None),
         or_(ApiToken.expires_at.is_(None), ApiToken.expires_at > now),
+    )
+
+
+@functools.cache
+def _session_statement() -> Select[*tuple[Any, ...]]:
+    """:meth:`TokenStore.session_of`'s statement (bound: ``digest``, ``now``)."""
+    now = bindparam("now", type_=UTCDateTime())
+    return (
+        select(DashboardSession.role.label("session_role"), *ApiToken.__table__.columns)
+        .outerjoin(ApiToken, ApiToken.id == DashboardSession.token_id)
+        .where(
+            DashboardSession.id == bindparam("digest"),
+            DashboardSession.expires_at > now,
+            or_(DashboardSession.token_id.is_(None), _valid(now)),
+        )
     )
 
 
@@ -84,21 +112,22 @@ class TokenStore:
 
     def session_of(
         self, session_digest: str, now: datetime
-    ) -> tuple[DashboardSession, ApiToken | None] | None:
-        """The session ``session_digest`` and its named token (None for a settings token's),
-        while both are valid; None once either has ended."""
-        statement = (
-            select(DashboardSession, ApiToken)
-            .outerjoin(ApiToken, ApiToken.id == DashboardSession.token_id)
-            .where(
-                DashboardSession.id == session_digest,
-                DashboardSession.expires_at > now,
-                or_(DashboardSession.token_id.is_(None), _valid(now)),
-            )
-        )
+    ) -> tuple[str, dict[str, Any] | None] | None:
+        """The role of the session ``session_digest`` and its named token's columns (None for
+        a settings token's), while both are valid; None once either has ended.
+
+        Asked on every page a browser loads: read as plain values by a statement built
+        once, which cost a page a third of what the ORM's objects and statement did.
+        """
         with self.database.session() as session:
-            found = session.execute(statement).first()
-            return None if found is None else (found[0], found[1])
+            found = plain_rows(
+                session, _session_statement(), {"digest": session_digest, "now": now}
+            )
+        if not found:
+            return None
+        token = found[0]
+        role = token.pop("session_role")
+        return role, None if token["id"] is None else token
 
     def end_session(self, session_digest: str) -> None:
         with self.database.session() as session:

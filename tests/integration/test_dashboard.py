@@ -835,7 +835,8 @@ def test_the_api_page_renders_every_operation_from_this_server_only(site: Site) 
     assert "Unable to render" not in page.content()
     create = page.locator(".opblock-post", has_text="/api/v1/schedules").first
     create.locator(".opblock-summary").click()
-    assert create.locator(".responses-table").first.is_visible()
+    # Opened by a script after the click: waited for, as a reader would see it appear.
+    create.locator(".responses-table").first.wait_for(state="visible")
     for status in ("201", "400", "409", "422"):
         assert create.locator(f"tr.response[data-code='{status}']").count() == 1, status
     site.shoot(page, "api-docs")

@@ -18,14 +18,10 @@ from collections.abc import Sequence
 from bridge.rules.decisions import Thresholds
 from bridge.rules.kinds import RunStatus
 from bridge.rules.records import Change, Effects
-from bridge.service.settlement import SETTLE_COLUMNS, settle_run
+from bridge.service.settlement import SHOWN_COLUMNS, settle_run
 from bridge.storage import records
 from bridge.storage.database import Database, Transaction
 from bridge.storage.rows import locked_rows, snapshot, write_changed
-
-#: What recording runs changes of their schedules' rows: the status of the latest run,
-#: and what the settlement of those that ended changes.
-_SHOWN = ("last_status", *SETTLE_COLUMNS)
 
 
 class Recording:
@@ -77,7 +73,7 @@ def _apply_to_schedules(session: Transaction, effects: Effects, thresholds: Thre
             records.show_status(session, list(ids), run_ids, status)
         return
     schedules = locked_rows(session, list(schedule_of.values()))
-    before = snapshot(schedules, _SHOWN)
+    before = snapshot(schedules, SHOWN_COLUMNS)
     for run_id, schedule_id in schedule_of.items():
         row = schedules.get(schedule_id)
         if row is not None and row.last_run_id == run_id:
@@ -89,4 +85,4 @@ def _apply_to_schedules(session: Transaction, effects: Effects, thresholds: Thre
             # a fixed delay's next run, a held run's start.
             ended_at = effects.values[run_id]["updated_at"]
             settle_run(session, row, run_id, effects.outcome(run_id), ended_at, thresholds)
-    write_changed(session, schedules, before, _SHOWN)
+    write_changed(session, schedules, before, SHOWN_COLUMNS)

@@ -182,13 +182,15 @@ def settle_runs(
     rows = locked_rows(
         session, [run["periodic_task_id"] for run in ended if run["periodic_task_id"]]
     )
-    before = snapshot(rows, SETTLE_COLUMNS)
+    before = snapshot(rows, SHOWN_COLUMNS)
     # Runs of one schedule are settled in the order given: each sees the row the one before left.
     for run in sorted(ended, key=lambda run: position[run["id"]]):
         row = rows.get(run["periodic_task_id"])
         if row is not None:
+            if row.last_run_id == run["id"]:  # what `bridge ls` and the API show of it
+                row.last_status = run["status"]
             settle_run(session, row, run["id"], Outcome.of(run), now, thresholds)
-    write_changed(session, rows, before, SETTLE_COLUMNS)
+    write_changed(session, rows, before, SHOWN_COLUMNS)
 
 
 #: The columns of a schedule's row that :func:`settle_run` may change.
@@ -208,6 +210,9 @@ SETTLE_COLUMNS = (
     "updated_at",
     "nextrun",
 )
+#: :data:`SETTLE_COLUMNS` and the status of the schedule's latest run, which the end of
+#: that run changes, whoever ends it.
+SHOWN_COLUMNS = ("last_status", *SETTLE_COLUMNS)
 
 
 def settle_run(

@@ -58,12 +58,16 @@ def count_ended(
 
 
 def count_unsettled(
-    session: Session, schedule_ids: Sequence[int], status: RunStatus, at: datetime
+    session: Session, ended: Sequence[tuple[str, int]], status: RunStatus, at: datetime
 ) -> None:
-    """Count runs that ended without a settlement (revoked, or not sent) on their schedules,
-    locked in id order like every other writer of schedule rows."""
-    rows = locked_rows(session, schedule_ids)
-    for schedule_id in schedule_ids:
-        if schedule_id in rows:
-            count_ended(session, rows[schedule_id], status, at)
-    write_rows(session, [rows[key] for key in sorted(rows)], COUNTED_COLUMNS)
+    """Count runs that ended without a settlement (revoked, or not sent), given as (run id,
+    schedule id), on their schedules, locked in id order like every other writer of
+    schedule rows; a schedule whose latest run is one of them shows its status."""
+    rows = locked_rows(session, [schedule_id for _, schedule_id in ended])
+    for run_id, schedule_id in ended:
+        row = rows.get(schedule_id)
+        if row is not None:
+            count_ended(session, row, status, at)
+            if row.last_run_id == run_id:
+                row.last_status = status.value
+    write_rows(session, [rows[key] for key in sorted(rows)], (*COUNTED_COLUMNS, "last_status"))

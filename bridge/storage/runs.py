@@ -358,7 +358,7 @@ def finish_runs(
     """
     assert status is not RunStatus.LOST, "a lost run is settled: settlement.give_up"
     finished = end_runs(session, run_ids, status, now, reason, statuses)
-    count_unsettled(session, [sid for _, sid in finished if sid is not None], status, now)
+    count_unsettled(session, [(rid, sid) for rid, sid in finished if sid is not None], status, now)
     return [run_id for run_id, _ in finished]
 
 

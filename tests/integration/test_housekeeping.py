@@ -18,6 +18,7 @@ from tests.support import on_every_store
 pytestmark = on_every_store
 
 QUICK = "workers.app.quick"
+SEC = timedelta(seconds=1)
 
 
 def record_run(
@@ -82,7 +83,7 @@ def test_a_latest_run_the_sweeps_end_is_shown_with_its_end(api: Bridge) -> None:
     api.add("expiring", task=QUICK, timer="every 1m")
     api.add("silent", task=QUICK, timer="every 1m")
     api.add("other", task=QUICK, timer="every 1m")
-    record_run(api, "expiring", "01000000-0000-8000-8000-000000000002", "SENT", now, now)
+    record_run(api, "expiring", "01000000-0000-8000-8000-000000000002", "SENT", now, now - SEC)
     record_run(api, "silent", "01000000-0000-8000-8000-000000000003", "STARTED", now, None)
     record_run(api, "other", "01000000-0000-8000-8000-000000000004", "SUCCESS", now, None, 2)
     record_run(api, "other", "01000000-0000-8000-8000-000000000005", "STARTED", now, None)

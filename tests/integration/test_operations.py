@@ -346,6 +346,7 @@ def test_cancel_and_retry_are_recorded_and_counted(sender: Bridge, migrated: str
     assert caught.value.expected == "a run that has not ended (it is REVOKED)"
     counted = sender.get("steered")
     assert (counted.revoked_count, counted.success_count) == (1, 0)
+    assert (counted.last_run_id, counted.last_status) == (run.id, "REVOKED")
     retried = sender.retry(run.id)
     assert (retried.attempt, retried.plan_time, retried.trigger) == (2, run.plan_time, "manual")
     with pytest.raises(StateConflict):

@@ -33,6 +33,7 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
 from bridge.clock import utcnow
@@ -66,7 +67,14 @@ from bridge.manage.web.charts import (
     occurrence_strip,
     timeline_chart,
 )
-from bridge.manage.web.marks import health_html, shown, status_html, strip_html, when_html
+from bridge.manage.web.marks import (
+    health_html,
+    schedule_row_html,
+    shown,
+    status_html,
+    strip_html,
+    when_html,
+)
 from bridge.manage.web.reading import SharedReading
 from bridge.manage.web.security import (
     SESSION_LIFETIME,
@@ -316,14 +324,17 @@ _SUCCESS, _FAILURE, _LOST = (
 )
 
 
-def _row(schedule: Schedule, strip: list[tuple[datetime, str]]) -> dict[str, Any]:
-    return {
-        "s": schedule,
-        "path": schedule_path(schedule.name),
-        "words": _timer_words(schedule),
-        "strip": [Occurrence(at, status) for at, status in strip],
-        "rate": _success_rate(schedule),
-    }
+def _row(schedule: Schedule, strip: list[tuple[datetime, str]], tick: bool) -> Markup:
+    """A row of the list (:func:`~bridge.manage.web.marks.schedule_row_html`)."""
+    return schedule_row_html(
+        schedule,
+        schedule_path(schedule.name),
+        _timer_words(schedule),
+        [Occurrence(at, status) for at, status in strip],
+        _success_rate(schedule),
+        STATUS_MARKS,
+        tick,
+    )
 
 
 templates.env.globals.update(
@@ -587,7 +598,7 @@ def schedules(request: Request) -> HTMLResponse:
         page, refusal = None, exc
     items = page.items if page else []
     strips = bridge.recent_statuses([s.id for s in items], STRIP)
-    rows = [_row(schedule, strips.get(schedule.id, [])) for schedule in items]
+    rows = [_row(schedule, strips.get(schedule.id, []), viewer.admin) for schedule in items]
     keep = {
         key: value for key, value in params.items() if key not in ("cursor", "fragment") and value
     }

@@ -222,28 +222,24 @@ class HistoryStore:
         PostgreSQL, a window elsewhere)."""
         if not schedule_ids:
             return {}
-        found: dict[int, list[tuple[datetime, int, str]]] = {}
+        found: dict[int, list[tuple[datetime, str]]] = {}
         with self.database.session() as session:
             statement = _recent_statement(is_postgres(session))
             # On the session's connection: the ORM's handling of the statement cost about a
             # third of the read (:func:`bridge.storage.sql.plain_rows`).
             bound = {**unnest_values("page", {"id": list(schedule_ids)}), "count": count}
-            for schedule_id, plan_time, attempt, status in session.connection().execute(
-                statement, bound
-            ):
+            for schedule_id, plan_time, status in session.connection().execute(statement, bound):
                 if plan_time is not None:
-                    found.setdefault(schedule_id, []).append((plan_time, attempt, status))
-        return {
-            key: [(plan_time, status) for plan_time, _, status in sorted(values)]
-            for key, values in found.items()
-        }
+                    found.setdefault(schedule_id, []).append((plan_time, status))
+        return found
 
 
 @functools.cache
 def _recent_statement(postgres: bool) -> Select[Any]:
     """The statement of :meth:`HistoryStore.recent_statuses`, built once: building it anew
     took a page of schedules as long as running it. Bound: the schedules' ids (as
-    :func:`bridge.storage.sql.unnest_values` names them, ``page``) and ``count``."""
+    :func:`bridge.storage.sql.unnest_values` names them, ``page``) and ``count``. The
+    database orders the runs as the strips show them, by schedule, oldest first."""
     run = TaskExecution
     newest_first = (run.plan_time.desc(), run.attempt.desc())
     count = bindparam("count", type_=Integer())
@@ -256,7 +252,11 @@ def _recent_statement(postgres: bool) -> Select[Any]:
             .limit(count)
             .lateral()
         )
-        return select(ids.c.id, *latest.c).select_from(ids.join(latest, true()))
+        return (
+            select(ids.c.id, latest.c.plan_time, latest.c.status)
+            .select_from(ids.join(latest, true()))
+            .order_by(ids.c.id, latest.c.plan_time, latest.c.attempt)
+        )
     ranked = (
         select(
             run.periodic_task_id.label("id"),
@@ -270,8 +270,10 @@ def _recent_statement(postgres: bool) -> Select[Any]:
         .where(one_of(run.periodic_task_id, postgres=False, name="page_id"))
         .subquery()
     )
-    return select(ranked.c.id, ranked.c.plan_time, ranked.c.attempt, ranked.c.status).where(
-        ranked.c.n <= count
+    return (
+        select(ranked.c.id, ranked.c.plan_time, ranked.c.status)
+        .where(ranked.c.n <= count)
+        .order_by(ranked.c.id, ranked.c.plan_time, ranked.c.attempt)
     )
 
 

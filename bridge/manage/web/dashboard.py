@@ -61,13 +61,13 @@ from bridge.manage.web.charts import (
     OCCURRENCES_SHOWN,
     RUNS_SHOWN,
     SKIPPED,
-    Occurrence,
     TimelineChart,
     duration_chart,
     occurrence_strip,
     timeline_chart,
 )
 from bridge.manage.web.marks import (
+    RunMark,
     health_html,
     schedule_row_html,
     shown,
@@ -330,7 +330,7 @@ def _row(schedule: Schedule, strip: list[tuple[datetime, str]], tick: bool) -> M
         schedule,
         schedule_path(schedule.name),
         _timer_words(schedule),
-        [Occurrence(at, status) for at, status in strip],
+        list(map(RunMark._make, strip)),
         _success_rate(schedule),
         STATUS_MARKS,
         tick,

@@ -256,6 +256,8 @@ class Database:
 
     def __init__(self, url: str, pre_ping: bool = True) -> None:
         self.url = checked_url(url)
+        #: ``sqlite``, ``postgresql`` or ``mysql`` (MySQL and MariaDB).
+        self.dialect = make_url(self.url).get_backend_name()
         #: Test each pooled connection before use (one round trip per transaction).
         self.pre_ping = pre_ping
         self._lock = threading.Lock()
@@ -271,22 +273,17 @@ class Database:
         self._sessions: sessionmaker[Session] | None = None
 
     @property
-    def dialect(self) -> str:
-        """``sqlite``, ``postgresql`` or ``mysql`` (MySQL and MariaDB)."""
-        return make_url(self.url).get_backend_name()
-
-    @property
     def is_sqlite(self) -> bool:
-        return make_url(self.url).get_backend_name() == "sqlite"
+        return self.dialect == "sqlite"
 
     @property
     def is_postgres(self) -> bool:
-        return make_url(self.url).get_backend_name() == "postgresql"
+        return self.dialect == "postgresql"
 
     @property
     def is_mysql(self) -> bool:
         """MySQL or MariaDB: one dialect, the server told apart as it connects."""
-        return make_url(self.url).get_backend_name() == "mysql"
+        return self.dialect == "mysql"
 
     @property
     def engine(self) -> Engine:
@@ -347,6 +344,23 @@ class Database:
         with self._sessions.begin() as session:
             yield session
             tally.write(session)
+
+    @contextmanager
+    def reading(self) -> Iterator[Session]:
+        """A session for reading only. On PostgreSQL its statements run outside a
+        transaction, each reading what is committed when it starts, as they would inside
+        one at READ COMMITTED, without the round trips of ``BEGIN`` and ``COMMIT``: a
+        third of the time of a read of one statement, and the pages of the HTTP API and
+        the dashboard read on every request. Elsewhere, :meth:`session` (on MySQL,
+        switching a connection to autocommit and back costs the same round trips)."""
+        if not self.is_postgres:
+            with self.session() as session:
+                yield session
+            return
+        with self.engine.connect() as connection:
+            connection.execution_options(isolation_level="AUTOCOMMIT")
+            with Session(bind=connection) as session:
+                yield session
 
     def own_connection(self) -> psycopg.Connection[tuple[object, ...]]:
         """A PostgreSQL connection kept out of the pool, in autocommit, for a session that

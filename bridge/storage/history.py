@@ -100,7 +100,7 @@ class HistoryStore:
         statement = statement.order_by(
             run.plan_time.desc(), run.attempt.desc(), run.id.desc()
         ).limit(limit)
-        with self.database.session() as session:
+        with self.database.reading() as session:
             return [(row, row["schedule_name"]) for row in plain_rows(session, statement)]
 
     def latest_attempts(
@@ -223,7 +223,7 @@ class HistoryStore:
         if not schedule_ids:
             return {}
         found: dict[int, list[tuple[datetime, str]]] = {}
-        with self.database.session() as session:
+        with self.database.reading() as session:
             statement = _recent_statement(is_postgres(session))
             # On the session's connection: the ORM's handling of the statement cost about a
             # third of the read (:func:`bridge.storage.sql.plain_rows`).

@@ -277,7 +277,7 @@ class ScheduleStore(runs.RunEnding):
             statement = statement.order_by(PeriodicTask.name)
             if after is not None:
                 statement = statement.where(PeriodicTask.name > after[0])
-        with self.database.session() as session:
+        with self.database.reading() as session:
             rows = plain_rows(session, statement.limit(limit))
             seen = runs.runs_seen(session, [row["id"] for row in rows], now, waiting_since)
         for row in rows:

@@ -23,8 +23,8 @@ from typing import Any, NamedTuple, Protocol
 
 from markupsafe import Markup
 
+from bridge.manage.api import Schedule
 from bridge.rules.health import Health
-from bridge.service.views import Schedule
 
 
 class Mark(Protocol):

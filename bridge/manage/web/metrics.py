@@ -22,7 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.utils import floatToGoString
 
 from bridge.clock import utcnow
-from bridge.manage.api import ENDED_COLUMNS, Bridge, RunsSeen
+from bridge.manage.api import ENDED_COLUMNS, Bridge, Overview, RunsSeen, Status
 from bridge.manage.web.marks import shown
 from bridge.manage.web.reading import SharedReading
 from bridge.rules.decisions import FINISHED_NOTES
@@ -55,7 +55,7 @@ class ScheduleCollector:
         series = schedule_series(seen.schedules, seen.seen, states)
         return series.encode() + generate_latest(_Families(self._totals(seen, status)))
 
-    def _totals(self, seen: Any, status: Any) -> Iterator[Any]:
+    def _totals(self, seen: Overview, status: Status) -> Iterator[Any]:
         incidents = GaugeMetricFamily(
             "bridge_incidents_open", "Open incidents, by kind.", labels=["kind"]
         )

@@ -20,6 +20,7 @@ from bridge.rules.kinds import RunStatus
 from bridge.rules.records import Change, Effects
 from bridge.service.settlement import SHOWN_COLUMNS, settle_run
 from bridge.storage import records
+from bridge.storage.counts import show_end
 from bridge.storage.database import Database, Transaction
 from bridge.storage.rows import locked_rows, snapshot, write_changed
 
@@ -76,8 +77,8 @@ def _apply_to_schedules(session: Transaction, effects: Effects, thresholds: Thre
     before = snapshot(schedules, SHOWN_COLUMNS)
     for run_id, schedule_id in schedule_of.items():
         row = schedules.get(schedule_id)
-        if row is not None and row.last_run_id == run_id:
-            row.last_status = effects.status[run_id].value
+        if row is not None:
+            show_end(row, run_id, effects.status[run_id].value)
     for run_id in effects.ended:
         row = schedules.get(schedule_of.get(run_id, -1))
         if row is not None:

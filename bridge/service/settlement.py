@@ -32,7 +32,7 @@ from bridge.rules.edits import TIMING_COLUMNS, retimes
 from bridge.rules.fire import ScheduleRow, state_of
 from bridge.rules.kinds import RunStatus
 from bridge.storage import runs, tally
-from bridge.storage.counts import COUNTED_COLUMNS, count_ended
+from bridge.storage.counts import COUNTED_COLUMNS, count_ended, show_end
 from bridge.storage.database import Transaction
 from bridge.storage.incidents import Opening, open_incident
 from bridge.storage.rows import Row, locked_rows, snapshot, write_changed
@@ -187,8 +187,7 @@ def settle_runs(
     for run in sorted(ended, key=lambda run: position[run["id"]]):
         row = rows.get(run["periodic_task_id"])
         if row is not None:
-            if row.last_run_id == run["id"]:  # what `bridge ls` and the API show of it
-                row.last_status = run["status"]
+            show_end(row, run["id"], run["status"])
             settle_run(session, row, run["id"], Outcome.of(run), now, thresholds)
     write_changed(session, rows, before, SHOWN_COLUMNS)
 

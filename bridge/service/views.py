@@ -213,12 +213,10 @@ class Schedule(_View):
         judged)."""
         values = columns_of(row, _STORED)
         values["skip_calendars"] = names_of(values["skip_calendars"])
-        if state is None:
-            values.update(health=Health.OK.value, health_reason="", health_since=None)
-        else:
-            values.update(
-                health=state.health.value, health_reason=state.reason, health_since=state.since
-            )
+        state = state or _UNJUDGED
+        values.update(
+            health=state.health.value, health_reason=state.reason, health_since=state.since
+        )
         return cls._made(values)
 
     @property
@@ -244,6 +242,10 @@ class Schedule(_View):
             return False
         return timer.fixed_delay
 
+
+#: The health of a schedule not judged: ok, since no time, for no reason (the defaults of
+#: :class:`Schedule`'s health fields).
+_UNJUDGED = State(Health.OK)
 
 #: The columns of ``periodic_task`` (and its labels) a schedule's view copies, in the
 #: order of its fields; the health, judged apart, comes last.

@@ -57,6 +57,14 @@ def count_ended(
         row.last_failure_at = at if row.last_failure_at is None else max(row.last_failure_at, at)
 
 
+def show_end(row: Row, run_id: str, status: str) -> None:
+    """Show ``status`` on the schedule ``row`` (locked by the caller) when the run
+    ``run_id`` is its latest: what ``bridge ls``, the API and the dashboard say of it,
+    whoever ended the run."""
+    if row.last_run_id == run_id:
+        row.last_status = status
+
+
 def count_unsettled(
     session: Session, ended: Sequence[tuple[str, int]], status: RunStatus, at: datetime
 ) -> None:
@@ -68,6 +76,5 @@ def count_unsettled(
         row = rows.get(schedule_id)
         if row is not None:
             count_ended(session, row, status, at)
-            if row.last_run_id == run_id:
-                row.last_status = status.value
+            show_end(row, run_id, status.value)
     write_rows(session, [rows[key] for key in sorted(rows)], (*COUNTED_COLUMNS, "last_status"))

@@ -309,19 +309,11 @@ def _success_rate(schedule: Schedule) -> float | None:
     """The success rate since the schedule was created, from its counters."""
     return success_rate(
         {
-            _SUCCESS: schedule.success_count,
-            _FAILURE: schedule.failure_count,
-            _LOST: schedule.lost_count,
+            RunStatus.SUCCESS.value: schedule.success_count,
+            RunStatus.FAILURE.value: schedule.failure_count,
+            RunStatus.LOST.value: schedule.lost_count,
         }
     )
-
-
-# Read once: an enum member's ``value`` is a property, and the list rates 100 a page.
-_SUCCESS, _FAILURE, _LOST = (
-    RunStatus.SUCCESS.value,
-    RunStatus.FAILURE.value,
-    RunStatus.LOST.value,
-)
 
 
 def _row(schedule: Schedule, strip: list[tuple[datetime, str]], tick: bool) -> Markup:

@@ -67,12 +67,12 @@ class ScheduleCollector:
             states.add_metric([state], seen.counts[state])
         states.add_metric(["late"], seen.late)
         yield states
-        shown = GaugeMetricFamily(
+        with_series = GaugeMetricFamily(
             "bridge_metrics_schedules_shown",
             "Schedules with series of their own (at most bridge_metrics_max_schedules).",
             value=len(seen.schedules),
         )
-        yield shown
+        yield with_series
         runs = CounterMetricFamily(
             "bridge_runs", "Runs of every schedule ended, by final status.", labels=["status"]
         )

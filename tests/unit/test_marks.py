@@ -17,8 +17,9 @@ GLYPHS = {"SUCCESS": "✓", "FAILURE": "✗"}
 def row_html(tick: bool = True, state: State | None = None, **given: object) -> str:
     schedule = Schedule.of(schedule_row(**given), state)
     marks = [RunMark(T0, "SUCCESS"), RunMark(T0, "FAILURE")]
-    row = schedule_row_html(schedule, "/schedules/x", "every minute", 0.5, tick)
-    return str(row.with_strip(marks, GLYPHS))
+    return str(
+        schedule_row_html(schedule, "/schedules/x", "every minute", marks, 0.5, GLYPHS, tick)
+    )
 
 
 def test_what_a_user_wrote_is_escaped_wherever_the_row_shows_it() -> None:

@@ -24,7 +24,6 @@ import hmac
 import math
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -68,7 +67,6 @@ from bridge.manage.web.charts import (
     timeline_chart,
 )
 from bridge.manage.web.marks import (
-    RowHtml,
     RunMark,
     health_html,
     schedule_row_html,
@@ -318,35 +316,17 @@ def _success_rate(schedule: Schedule) -> float | None:
     )
 
 
-def _row(schedule: Schedule, tick: bool) -> RowHtml:
-    """A row of the list but for its strip (:func:`~bridge.manage.web.marks.schedule_row_html`)."""
-    path, words = schedule_path(schedule.name), _timer_words(schedule)
-    return schedule_row_html(schedule, path, words, _success_rate(schedule), tick)
-
-
-def _rows(bridge: Bridge, items: Sequence[Schedule], tick: bool) -> list[Markup]:
-    """The list's rows, each with the strip of its last runs.
-
-    The strips are read on a thread of :data:`_STRIPS` while the rows are written on this
-    one: the read is mostly the database's time (an index scan per schedule), the rows
-    the interpreter's, and side by side a page of 100 waits for the longer of the two
-    rather than for both (about a millisecond and a half of a list's thirteen).
-    """
-    if not items:
-        return []
-    reading = _STRIPS.submit(bridge.recent_statuses, [s.id for s in items], STRIP)
-    rows = [_row(schedule, tick) for schedule in items]
-    strips = reading.result()
-    return [
-        row.with_strip(list(map(RunMark._make, strips.get(schedule.id, ()))), STATUS_MARKS)
-        for row, schedule in zip(rows, items, strict=True)
-    ]
-
-
-#: The threads the lists' strips are read on (see :func:`_rows`). Each read holds one of
-#: the database pool's connections while it runs; past eight lists at once, a strip's
-#: read waits here for its turn, as the page's own read would wait for a core.
-_STRIPS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="bridge-strips")
+def _row(schedule: Schedule, strip: list[tuple[datetime, str]], tick: bool) -> Markup:
+    """A row of the list (:func:`~bridge.manage.web.marks.schedule_row_html`)."""
+    return schedule_row_html(
+        schedule,
+        schedule_path(schedule.name),
+        _timer_words(schedule),
+        list(map(RunMark._make, strip)),
+        _success_rate(schedule),
+        STATUS_MARKS,
+        tick,
+    )
 
 
 templates.env.globals.update(
@@ -608,7 +588,9 @@ def schedules(request: Request) -> HTMLResponse:
         refusal = None
     except ValidationError as exc:
         page, refusal = None, exc
-    rows = _rows(bridge, page.items if page else [], viewer.admin)
+    items = page.items if page else []
+    strips = bridge.recent_statuses([s.id for s in items], STRIP)
+    rows = [_row(schedule, strips.get(schedule.id, []), viewer.admin) for schedule in items]
     keep = {
         key: value for key, value in params.items() if key not in ("cursor", "fragment") and value
     }

@@ -88,7 +88,7 @@ def strip_html(marks: Sequence[Mark], glyphs: Mapping[str, str], strip_id: str =
 # several of them, and made into Markup each (a Python constructor) and escaped by
 # markupsafe (a Python wrapper around its C escape), 600 texts a page cost the list
 # a millisecond. Text is made Markup once, at the edge: by the functions above for the
-# templates, by :meth:`RowHtml.with_strip` for a whole row.
+# templates, by :func:`schedule_row_html` for a whole row.
 
 
 def _when(moment: datetime | None, relative: bool = True) -> str:
@@ -141,27 +141,19 @@ def _tick(status: str, title: str, glyph: str | None) -> tuple[str, str]:
     return opening, f'{said}">{_text(glyph or status[:1])}</span>'
 
 
-class RowHtml(NamedTuple):
-    """A row of the list of schedules (``_schedule_rows.html``) but for its strip of runs:
-    the list writes every row while the strips are read (see
-    ``bridge.manage.web.dashboard``), and puts each strip in its place after."""
-
-    #: The escaped cells before the strip's, and those after it.
-    before: str
-    after: str
-
-    def with_strip(self, strip: Sequence[Mark], glyphs: Mapping[str, str]) -> Markup:
-        """The whole row, with the ``strip`` of its last runs."""
-        return Markup(f"{self.before}{_strip(strip, glyphs)}{self.after}")
-
-
 def schedule_row_html(
-    schedule: Schedule, path: str, words: str, rate: float | None, tick: bool
-) -> RowHtml:
-    """A row of the list of schedules: the schedule's name, with a box to tick it for the
-    bulk actions when ``tick``, its labels and why it does not fire; its timer in
-    ``words``; its next and last run; then, once it is read, the strip of its last
-    runs; its success ``rate``; its health."""
+    schedule: Schedule,
+    path: str,
+    words: str,
+    strip: Sequence[Mark],
+    rate: float | None,
+    glyphs: Mapping[str, str],
+    tick: bool,
+) -> Markup:
+    """A row of the list of schedules (``_schedule_rows.html``): the schedule's name, with
+    a box to tick it for the bulk actions when ``tick``, its labels and why it does not
+    fire; its timer in ``words``; its next and last run; the ``strip`` of its last runs;
+    its success ``rate``; its health."""
     name = _text(schedule.name)
     cells = [f'<tr data-schedule="{name}">\n<td>']
     if tick:
@@ -192,12 +184,10 @@ def schedule_row_html(
         last = f"{_status(schedule.last_status)} {_when(schedule.last_run_at)}"
     else:
         last = '<span class="none">never</span>'
-    cells.append(f"<td>{last}</td>\n<td>")
-    after = (
-        f"</td>\n<td>{_NONE if rate is None else f'{rate * 100:.0f}%'}</td>\n"
-        f"<td>{_health(schedule.health, schedule.health_reason)}</td>\n</tr>"
-    )
-    return RowHtml("".join(cells), after)
+    cells.append(f"<td>{last}</td>\n<td>{_strip(strip, glyphs)}</td>\n")
+    cells.append(f"<td>{_NONE if rate is None else f'{rate * 100:.0f}%'}</td>\n")
+    cells.append(f"<td>{_health(schedule.health, schedule.health_reason)}</td>\n</tr>")
+    return Markup("".join(cells))
 
 
 def _text(value: Any) -> str:

@@ -226,11 +226,13 @@ class HistoryStore:
         with self.database.reading() as session:
             statement = _recent_statement(is_postgres(session))
             # On the session's connection: the ORM's handling of the statement cost about a
-            # third of the read (:func:`bridge.storage.sql.plain_rows`).
+            # third of the read (:func:`bridge.storage.sql.plain_rows`); and fetched at once,
+            # as a page's 2,000 runs fetched one by one cost a third of what is left.
             bound = {**unnest_values("page", {"id": list(schedule_ids)}), "count": count}
-            for schedule_id, plan_time, status in session.connection().execute(statement, bound):
-                if plan_time is not None:
-                    found.setdefault(schedule_id, []).append((plan_time, status))
+            rows = session.connection().execute(statement, bound).all()
+        for schedule_id, plan_time, status in rows:
+            if plan_time is not None:
+                found.setdefault(schedule_id, []).append((plan_time, status))
         return found
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bridge.manage.web.marks import RunMark, schedule_row_html
+from bridge.manage.web.marks import schedule_row_html
 from bridge.rules.health import Health, State
 from bridge.service.views import Schedule
 from tests.unit.test_answers import schedule_row
@@ -16,7 +16,7 @@ GLYPHS = {"SUCCESS": "✓", "FAILURE": "✗"}
 
 def row_html(tick: bool = True, state: State | None = None, **given: object) -> str:
     schedule = Schedule.of(schedule_row(**given), state)
-    marks = [RunMark(T0, "SUCCESS"), RunMark(T0, "FAILURE")]
+    marks = [(T0, "SUCCESS"), (T0, "FAILURE")]
     return str(
         schedule_row_html(schedule, "/schedules/x", "every minute", marks, 0.5, GLYPHS, tick)
     )

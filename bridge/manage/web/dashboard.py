@@ -67,7 +67,6 @@ from bridge.manage.web.charts import (
     timeline_chart,
 )
 from bridge.manage.web.marks import (
-    RunMark,
     health_html,
     schedule_row_html,
     shown,
@@ -322,7 +321,7 @@ def _row(schedule: Schedule, strip: list[tuple[datetime, str]], tick: bool) -> M
         schedule,
         schedule_path(schedule.name),
         _timer_words(schedule),
-        list(map(RunMark._make, strip)),
+        strip,
         _success_rate(schedule),
         STATUS_MARKS,
         tick,

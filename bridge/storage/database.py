@@ -14,10 +14,10 @@ import os
 import re
 import sqlite3
 import threading
-import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,7 +37,6 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
     ArgumentError,
     DBAPIError,
-    DisconnectionError,
     IntegrityError,
     InterfaceError,
     OperationalError,
@@ -129,46 +128,6 @@ def _send_arrays_binary(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.adapters.register_dumper(list, ListBinaryDumper)
-
-
-#: A pooled connection given back to the pool less than this many seconds ago is used
-#: again untested (see :func:`_ping_when_idle`).
-PING_AFTER_IDLE = 1.0
-
-
-def _ping_when_idle(engine: Engine) -> None:
-    """Test a pooled connection before it is used, unless it was given back within the
-    last :data:`PING_AFTER_IDLE` seconds (or has just been opened).
-
-    SQLAlchemy's own pre-ping tests every connection taken from the pool, a round
-    trip each time: a dashboard list takes three (the session, the page, the strips)
-    and the tests cost it a tenth of its time. A connection given back a moment ago
-    answered then. A server that restarted or dropped its connections since took
-    longer than that to come back, so by then every connection it dropped has been
-    idle longer and is tested: one that does not answer is replaced before it is used
-    (``DisconnectionError`` makes the pool open another), as with the pre-ping.
-    """
-    dialect = engine.dialect
-
-    @event.listens_for(engine, "connect")
-    def _opened(_dbapi_connection: Any, record: Any) -> None:
-        record.info["returned"] = time.monotonic()
-
-    @event.listens_for(engine, "checkin")
-    def _returned(_dbapi_connection: Any, record: Any) -> None:
-        record.info["returned"] = time.monotonic()
-
-    @event.listens_for(engine, "checkout")
-    def _taken(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
-        returned = record.info.get("returned")
-        if returned is not None and time.monotonic() - returned < PING_AFTER_IDLE:
-            return
-        try:
-            dialect.do_ping(dbapi_connection)
-        except Exception as exc:
-            if dialect.is_disconnect(exc, dbapi_connection, None):  # type: ignore[arg-type]
-                raise DisconnectionError(str(exc)) from exc
-            raise
 
 
 #: What ``bridge_database_url`` may be, in a refusal.
@@ -293,6 +252,12 @@ def shown_url(url: str) -> str:
 Transaction = Session
 
 
+#: The database and session of the :meth:`Database.reading_together` in force, if any.
+_READ_TOGETHER: ContextVar[tuple[Database, Session] | None] = ContextVar(
+    "bridge_read_together", default=None
+)
+
+
 class Database:
     """The engine and session factory for one database URL, rebuilt after a fork."""
 
@@ -300,7 +265,7 @@ class Database:
         self.url = checked_url(url)
         #: ``sqlite``, ``postgresql`` or ``mysql`` (MySQL and MariaDB).
         self.dialect = make_url(self.url).get_backend_name()
-        #: Test a pooled connection idle for a while before use (:func:`_ping_when_idle`).
+        #: Test each pooled connection before use (one round trip per transaction).
         self.pre_ping = pre_ping
         self._lock = threading.Lock()
         # A thread of the parent (the recorder's writer) may hold the lock at
@@ -362,13 +327,12 @@ class Database:
         session = {"init_command": "SET SESSION group_concat_max_len = 65536"}
         engine = create_engine(
             self.url,
+            pool_pre_ping=self.pre_ping,
             pool_size=20,
             max_overflow=20,
             connect_args={"connect_timeout": 5, **(session if self.is_mysql else {})},
             **isolation,
         )
-        if self.pre_ping:
-            _ping_when_idle(engine)
         if engine.dialect.name == "postgresql":
             _send_arrays_binary(engine)
         return engine
@@ -395,7 +359,13 @@ class Database:
         one at READ COMMITTED, without the round trips of ``BEGIN`` and ``COMMIT``: a
         third of the time of a read of one statement, and the pages of the HTTP API and
         the dashboard read on every request. Elsewhere, :meth:`session` (on MySQL,
-        switching a connection to autocommit and back costs the same round trips)."""
+        switching a connection to autocommit and back costs the same round trips).
+
+        Inside :meth:`reading_together`, the session it holds."""
+        held = _READ_TOGETHER.get()
+        if held is not None and held[0] is self:
+            yield held[1]
+            return
         if not self.is_postgres:
             with self.session() as session:
                 yield session
@@ -404,6 +374,22 @@ class Database:
             connection.execution_options(isolation_level="AUTOCOMMIT")
             with Session(bind=connection) as session:
                 yield session
+
+    @contextmanager
+    def reading_together(self) -> Iterator[None]:
+        """Every :meth:`reading` inside, in this thread, on one session and connection.
+
+        Each connection taken from the pool costs a round trip to test it (and the
+        pool's and the session's bookkeeping): a dashboard page reads its session,
+        its schedules and their strips, and taking a connection for each cost it a
+        tenth of its time. A change inside still takes a connection of its own.
+        """
+        with self.reading() as session:
+            token = _READ_TOGETHER.set((self, session))
+            try:
+                yield
+            finally:
+                _READ_TOGETHER.reset(token)
 
     def own_connection(self) -> psycopg.Connection[tuple[object, ...]]:
         """A PostgreSQL connection kept out of the pool, in autocommit, for a session that

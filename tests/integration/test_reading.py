@@ -1,6 +1,6 @@
 """Reads outside a transaction (:meth:`bridge.storage.database.Database.reading`) leave the
-pooled connections as every writer expects them: a change that fails is rolled back; and
-connections the server dropped are replaced before they are used; and reads made together
+pooled connections as every writer expects them (a change that fails is rolled back),
+connections the server dropped are replaced before they are used, and reads made together
 share one connection."""
 
 from __future__ import annotations
@@ -49,12 +49,16 @@ def test_connections_the_server_dropped_are_replaced_before_use(api: Bridge) -> 
     ids = [connection.exec_driver_sql(f"SELECT {backend}").scalar() for connection in held]
     for connection in held:
         connection.close()
-    with Database(database.url, pre_ping=False).engine.connect() as killer:
-        for backend_id in ids:
-            if database.is_postgres:
-                killer.execute(text("SELECT pg_terminate_backend(:id)"), {"id": backend_id})
-            else:
-                killer.exec_driver_sql(f"KILL {int(backend_id)}")
+    outside = Database(database.url, pre_ping=False)
+    try:
+        with outside.engine.connect() as killer:
+            for backend_id in ids:
+                if database.is_postgres:
+                    killer.execute(text("SELECT pg_terminate_backend(:id)"), {"id": backend_id})
+                else:
+                    killer.exec_driver_sql(f"KILL {int(backend_id)}")
+    finally:
+        outside.dispose()
     for _ in range(3):  # each dropped connection, tested and replaced
         with database.reading() as session:
             assert session.scalar(select(PeriodicTask.name)) == "kept"

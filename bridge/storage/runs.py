@@ -62,6 +62,14 @@ _SCHEDULE_TABLE: Table = PeriodicTask.__table__  # type: ignore[assignment]
 
 #: How far back the health looks at runs that ended: expired ones, the latest start.
 RECENT = timedelta(days=1)
+#: Of a schedule's runs not started (waiting, or expired unstarted), the health reads the
+#: oldest this many and the newest this many. While workers are down every occurrence
+#: adds one, for a day: read whole, a watchdog pass held a thousand schedules' minutes
+#: of them in memory, more at each pass. The oldest tell since when a run waits, the
+#: newest whether one waits that no later start passed over. Both ends judge a schedule
+#: as all its runs would unless more than this many runs that no start passed over wait
+#: within its grace (a schedule that fires more often than that).
+UNSTARTED_SEEN = 50
 
 
 @dataclass(frozen=True)
@@ -86,7 +94,8 @@ def runs_seen(
     session: Session, schedule_ids: Sequence[int], now: datetime, waiting_since: Waiting
 ) -> RunsSeen:
     """The runs of these schedules the health looks at: open ones, and those that expired
-    unstarted or started within :data:`RECENT` of ``now``.
+    unstarted or started within :data:`RECENT` of ``now``; of those not started, the
+    oldest and the newest :data:`UNSTARTED_SEEN` of each schedule.
 
     The latest start is read only for the schedules with a run waiting to start, and
     only since the earliest such run: the health compares it with when those runs began
@@ -137,9 +146,37 @@ def _seen_statements(postgres: bool) -> tuple[_OpenRuns, _LastStarts]:
         run.started_at.is_(None),
         run.finished_at >= recent,
     )
+    # Each schedule's runs not started, ranked from either end; those started are few (a
+    # worker holds each) and all of them are read.
+    unstarted = (run.periodic_task_id, run.started_at.is_(None))
+    ranked = (
+        select(
+            run.id,
+            run.periodic_task_id,
+            run.status,
+            run.plan_time,
+            run.started_at,
+            run.queued_at,
+            func.row_number()
+            .over(partition_by=unstarted, order_by=(run.plan_time, run.id))
+            .label("from_oldest"),
+            func.row_number()
+            .over(partition_by=unstarted, order_by=(run.plan_time.desc(), run.id.desc()))
+            .label("from_newest"),
+        )
+        .where(of_these, or_(run.status.in_(NON_FINAL_STATUSES), expired))
+        .subquery("seen")
+    )
+    seen = ranked.c
     runs = select(
-        run.id, run.periodic_task_id, run.status, run.plan_time, run.started_at, run.queued_at
-    ).where(of_these, or_(run.status.in_(NON_FINAL_STATUSES), expired))
+        seen.id, seen.periodic_task_id, seen.status, seen.plan_time, seen.started_at, seen.queued_at
+    ).where(
+        or_(
+            seen.started_at.is_not(None),
+            seen.from_oldest <= UNSTARTED_SEEN,
+            seen.from_newest <= UNSTARTED_SEEN,
+        )
+    )
     started = (
         select(run.periodic_task_id, func.max(run.started_at))
         .where(of_these, run.started_at >= recent)

@@ -709,6 +709,39 @@ def test_the_watchdog_reads_only_the_open_runs_that_may_be_late_or_overrun(
 
 
 @on_every_store
+def test_a_backlog_of_runs_not_started_is_read_from_its_two_ends(
+    api: Bridge, migrated: str
+) -> None:
+    """Workers down for hours: a run a minute expired unstarted, then waits. The health reads
+    the run started and the oldest and newest of the others, 50 each, and judges the
+    schedule late since the oldest, as from all of them."""
+    from bridge.rules.decisions import EXPIRED
+    from bridge.storage.health import HealthStore
+    from bridge.storage.runs import UNSTARTED_SEEN
+
+    now = datetime.now(UTC).replace(microsecond=0)
+    backlog = add(api, "backlog", timer="every 1m", max_runtime="1d")
+    first = now - timedelta(minutes=300)
+    started = record(migrated, backlog.id, first, "STARTED", started_at=first)
+    runs = []
+    for minute in range(1, 300):
+        plan = first + timedelta(minutes=minute)
+        if minute < 200:  # expired at its next occurrence, never started
+            ended = plan + timedelta(minutes=1)
+            values = {"error": EXPIRED, "finished_at": ended, "queued_at": plan}
+            runs.append(record(migrated, backlog.id, plan, "REVOKED", **values))
+        else:
+            runs.append(record(migrated, backlog.id, plan, "SENT", queued_at=plan))
+    store = HealthStore(database_for(migrated))
+    seen = store.runs_seen([backlog.id], now, waiting_since).runs[backlog.id]
+    read = [run.id for run in seen]
+    assert len(read) == 1 + 2 * UNSTARTED_SEEN
+    assert set(read) == {started, *runs[:UNSTARTED_SEEN], *runs[-UNSTARTED_SEEN:]}
+    shown = api.get("backlog")
+    assert (shown.health, shown.health_since) == ("late", first + timedelta(minutes=1))
+
+
+@on_every_store
 def test_the_look_at_ended_runs_gets_past_more_runs_ended_at_one_instant_than_it_takes(
     api: Bridge, migrated: str
 ) -> None:

@@ -126,7 +126,8 @@ class OverviewStore:
         open_status = TaskExecution.status.in_(NON_FINAL_STATUSES)
         with self.database.session() as session:
             schedules = [dict(row._mapping) for row in session.execute(shown)]
-            seen = runs_seen(session, [row["id"] for row in schedules], now, waiting_since)
+            ids = [row["id"] for row in schedules]
+            seen = runs_seen(session, ids, now, waiting_since, count_open=True)
             open_totals = dict(
                 session.execute(
                     select(TaskExecution.status, func.count())

@@ -9,31 +9,36 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import (
     BindParameter,
+    ColumnElement,
     Executable,
     Integer,
     Select,
     Table,
     and_,
     bindparam,
+    case,
     func,
+    literal,
+    null,
     or_,
     select,
     text,
     true,
     union,
+    union_all,
     update,
 )
 from sqlalchemy.orm import Session
 
 from bridge.rules.decisions import EXPIRED, OpenRun
 from bridge.rules.fire import Resumable
-from bridge.rules.health import OpenRunView
+from bridge.rules.health import HELD_BY_WORKER, OpenRunView
 from bridge.rules.kinds import FINAL_STATUSES, NON_FINAL_STATUSES, SCHEDULED_TRIGGERS, RunStatus
 from bridge.storage.counts import count_unsettled
 from bridge.storage.database import Database
@@ -62,26 +67,29 @@ _SCHEDULE_TABLE: Table = PeriodicTask.__table__  # type: ignore[assignment]
 
 #: How far back the health looks at runs that ended: expired ones, the latest start.
 RECENT = timedelta(days=1)
-#: Of a schedule's runs not started (waiting, or expired unstarted), the health reads the
-#: oldest this many and the newest this many. While workers are down every occurrence
-#: adds one, for a day: read whole, a watchdog pass held a thousand schedules' minutes
-#: of them in memory, more at each pass. The oldest tell since when a run waits, the
-#: newest whether one waits that no later start passed over. Both ends judge a schedule
-#: as all its runs would unless more than this many runs that no start passed over wait
-#: within its grace (a schedule that fires more often than that).
-UNSTARTED_SEEN = 50
+#: Of a schedule's runs queued and not started (waiting, or expired unstarted), the health
+#: reads the oldest this many that no start passed over (on PostgreSQL, this many of
+#: each). While workers are down every occurrence adds one, and a run not final is never
+#: pruned: read whole, a thousand schedules with a day of them cost a watchdog pass 11 s
+#: of CPU and 488 MiB (``bench/backlog.py``). The oldest tells whether the schedule is
+#: late and since when; the others are named with it.
+QUEUED_SEEN = 3
 
 
 @dataclass(frozen=True)
 class RunsSeen:
     """What the health of several schedules is judged from besides their rows."""
 
-    #: Per schedule, its runs not final and those that expired unstarted lately.
+    #: Per schedule, its runs not final and those that expired unstarted lately: those a
+    #: worker holds, and the oldest queued ones no start passed over (:func:`runs_seen`).
     runs: dict[int, list[OpenRunView]]
     #: Per schedule with a run waiting to start, when a run of it last started lately, if
     #: since the earliest run waiting (of any schedule): what tells a run passed over
     #: (a worker took a later one) from a run no worker took.
     last_started: dict[int, datetime]
+    #: Per schedule with runs not final, how many (more than :attr:`runs` may hold), when
+    #: asked for (the metrics' ``open_runs``).
+    open_counts: dict[int, int] = field(default_factory=dict)
 
 
 #: Per schedule with a run waiting to start, since when the earliest of them waits, from
@@ -91,98 +99,264 @@ Waiting = Callable[[Mapping[int, Sequence[OpenRunView]]], Mapping[int, datetime]
 
 
 def runs_seen(
-    session: Session, schedule_ids: Sequence[int], now: datetime, waiting_since: Waiting
+    session: Session,
+    schedule_ids: Sequence[int],
+    now: datetime,
+    waiting_since: Waiting,
+    count_open: bool = False,
 ) -> RunsSeen:
     """The runs of these schedules the health looks at: open ones, and those that expired
-    unstarted or started within :data:`RECENT` of ``now``; of those not started, the
-    oldest and the newest :data:`UNSTARTED_SEEN` of each schedule.
+    unstarted or started within :data:`RECENT` of ``now``; of those queued and not
+    started, only the oldest :data:`QUEUED_SEEN` that no later start passed over. With
+    ``count_open``, how many runs of each are open (:attr:`RunsSeen.open_counts`).
 
     The latest start is read only for the schedules with a run waiting to start, and
     only since the earliest such run: the health compares it with when those runs began
     to wait (:func:`bridge.rules.health.health_of`), and nothing else. Read for every
     schedule of a watchdog pass, it took the database half a second at 1,000,000
     schedules, reading every run of the busy ones.
+
+    The oldest queued runs are read first, before the latest start is known. A schedule
+    whose oldest were all passed over (workers came back and ran later ones) while it may
+    have more is read again past its latest start: one more statement, for such schedules
+    only. On PostgreSQL each schedule is looked up on its own, its oldest queued runs in
+    index order (:func:`_seen_on_postgres`): ranking them all took the server 2 to 4 s
+    for a thousand schedules with a day of runs waiting each.
     """
     seen = RunsSeen({}, {})
     if not schedule_ids:
         return seen
-    runs, started = _seen_statements(is_postgres(session))
+    postgres = is_postgres(session)
     recent = now - RECENT
     # On the session's connection, as plain values: the ORM's loading of thousands of runs
     # (a backlog sent to workers that fell behind) was most of a watchdog pass, and its
     # handling of a statement costs a page of schedules as much as the database does.
     connection = session.connection()
-    for found in connection.execute(runs, {"ids": list(schedule_ids), "recent": recent}):
-        seen.runs.setdefault(found.periodic_task_id, []).append(
-            OpenRunView(found.id, found.status, found.plan_time, found.started_at, found.queued_at)
+    if postgres:
+        runs = connection.execute(
+            _seen_on_postgres(after=False, counted=count_open),
+            {**unnest_values("wanted", {"id": list(schedule_ids)}), "recent": recent},
         )
+    else:
+        runs = connection.execute(_seen_elsewhere(), {"ids": list(schedule_ids), "recent": recent})
+    queued: dict[int, list[OpenRunView]] = {}
+    for found in runs:
+        run = OpenRunView(
+            found.id, found.status, found.plan_time, found.started_at, found.queued_at
+        )
+        seen.runs.setdefault(found.periodic_task_id, []).append(run)
+        if found.open:
+            seen.open_counts[found.periodic_task_id] = found.open
+        if run.status not in HELD_BY_WORKER:
+            queued.setdefault(found.periodic_task_id, []).append(run)
     waiting = waiting_since(seen.runs)
     if not waiting:
         return seen
     since = max(recent, min(waiting.values()))
+    started = _last_starts(postgres)
     for schedule_id, last in connection.execute(started, {"ids": list(waiting), "recent": since}):
         if schedule_id is not None and last is not None:
             seen.last_started[schedule_id] = last
+    passed_over = {
+        schedule_id: seen.last_started[schedule_id]
+        for schedule_id, read in queued.items()
+        if len(read) >= QUEUED_SEEN
+        and schedule_id in seen.last_started
+        and all(
+            run.waited_from is None or run.waited_from <= seen.last_started[schedule_id]
+            for run in read
+        )
+    }
+    if passed_over:
+        if postgres:
+            wanted: dict[str, list[Any]] = {
+                "id": list(passed_over),
+                "last": list(passed_over.values()),
+            }
+            later = connection.execute(
+                _seen_on_postgres(after=True),
+                {**unnest_values("wanted", wanted), "recent": recent},
+            )
+        else:
+            later = connection.execute(_queued_after(passed_over), {"recent": recent})
+        for found in later:
+            seen.runs[found.periodic_task_id].append(
+                OpenRunView(
+                    found.id, found.status, found.plan_time, found.started_at, found.queued_at
+                )
+            )
     return seen
 
 
 if TYPE_CHECKING:
-    #: The columns :func:`runs_seen` reads: a run's, and a schedule's latest start (types
-    #: alone: SQLAlchemy 2.0's ``Select`` takes one type argument where 2.1's takes many).
-    _OpenRuns = Select[str, int | None, str, datetime | None, datetime | None, datetime | None]
+    #: The columns :func:`runs_seen` reads: a run's, and how many runs of its schedule
+    #: are not final (types alone: SQLAlchemy 2.0's ``Select`` takes one type argument
+    #: where 2.1's takes many).
+    _SeenRuns = Select[str, int | None, str, datetime | None, datetime | None, datetime | None, int]
     _LastStarts = Select[int | None, datetime | None]
 
 
-@functools.cache
-def _seen_statements(postgres: bool) -> tuple[_OpenRuns, _LastStarts]:
-    """The two statements of :func:`runs_seen`, built once: building them anew took a
-    page of schedules as long as running them. Bound: ``ids`` and ``recent``."""
-    run = TaskExecution
-    of_these = one_of(run.periodic_task_id, postgres=postgres, name="ids")
-    recent = bindparam("recent", type_=UTCDateTime())
-    expired = and_(
+def _expired(run: type[TaskExecution]) -> ColumnElement[bool]:
+    """A run that expired unstarted since ``recent`` (bound when the statement runs)."""
+    return and_(
         run.status == RunStatus.REVOKED,
         run.error == EXPIRED,
         run.started_at.is_(None),
-        run.finished_at >= recent,
+        run.finished_at >= bindparam("recent", type_=UTCDateTime()),
     )
-    # Each schedule's runs not started, ranked from either end; those started are few (a
-    # worker holds each) and all of them are read.
-    unstarted = (run.periodic_task_id, run.started_at.is_(None))
+
+
+def _waited(run: type[TaskExecution]) -> ColumnElement[datetime]:
+    """Since when a worker could have started a run: :attr:`OpenRunView.waited_from`."""
+    return case((run.queued_at > run.plan_time, run.queued_at), else_=run.plan_time)
+
+
+def _oldest_first(run: type[TaskExecution]) -> tuple[Any, ...]:
+    """Runs by when they began to wait (those that never did last), then by id."""
+    waited = _waited(run)
+    return (waited.is_(None), waited, run.id)
+
+
+#: The statuses a run that started can have: not queued (the recorder writes a start with
+#: its status).
+_STARTABLE = sorted(set(RunStatus) - {RunStatus.PENDING, RunStatus.SENT})
+
+_SEEN_COLUMNS = (
+    TaskExecution.id,
+    TaskExecution.status,
+    TaskExecution.plan_time,
+    TaskExecution.started_at,
+    TaskExecution.queued_at,
+)
+
+
+@functools.cache
+def _seen_on_postgres(after: bool, counted: bool = False) -> _SeenRuns:
+    """:func:`runs_seen`'s read on PostgreSQL: for each schedule on its own, the runs a
+    worker holds, the oldest :data:`QUEUED_SEEN` open ones in ``ix_task_execution_open``
+    and the oldest that expired; with ``counted``, how many are open (``open``: one index
+    entry an open run, where the rest of the read is a few). Bound: the schedules' ids,
+    and ``recent``.
+
+    With ``after``, for each schedule its queued runs since a moment (``last``, bound
+    with the ids), and no others.
+    """
+    run = TaskExecution
+    columns: dict[str, Any] = {"id": PeriodicTask.id.type}
+    if after:
+        columns["last"] = UTCDateTime()
+    wanted = unnest_bound("wanted", columns)
+    mine = run.periodic_task_id == wanted.c.id
+    waiting = (
+        select(*_SEEN_COLUMNS)
+        .where(mine, text(OPEN_RUNS), run.status.not_in(HELD_BY_WORKER))
+        .order_by(run.updated_at)
+        .limit(QUEUED_SEEN)
+    )
+    expired = select(*_SEEN_COLUMNS).where(mine, _expired(run)).order_by(run.plan_time)
+    if after:
+        waiting = waiting.where(run.updated_at > wanted.c.last)
+        expired = expired.where(run.plan_time > wanted.c.last)
+        parts = union_all(waiting, expired.limit(QUEUED_SEEN))
+    else:
+        held = select(*_SEEN_COLUMNS).where(mine, run.status.in_(HELD_BY_WORKER))
+        parts = union_all(held, waiting, expired.limit(QUEUED_SEEN))
+    found = parts.subquery().lateral("found")
+    if not counted:
+        return select(wanted.c.id.label("periodic_task_id"), *found.c, null().label("open")).join(
+            found, true()
+        )
+    # Counted once per schedule, before its runs are joined to it.
+    count = select(func.count().label("open")).where(mine, text(OPEN_RUNS)).lateral("counted")
+    return (
+        select(wanted.c.id.label("periodic_task_id"), *found.c, count.c.open)
+        .select_from(wanted)
+        .join(count, true())
+        .join(found, true())
+    )
+
+
+@functools.cache
+def _seen_elsewhere() -> _SeenRuns:
+    """:func:`runs_seen`'s read on MySQL, MariaDB and SQLite (MariaDB has no ``LATERAL``):
+    every run of the schedules that the health may look at, ranked, and the runs a worker
+    holds with the oldest :data:`QUEUED_SEEN` of the others returned. Bound: ``ids`` and
+    ``recent``."""
+    run = TaskExecution
+    queued = run.status.not_in(HELD_BY_WORKER)
     ranked = (
         select(
-            run.id,
+            *_SEEN_COLUMNS,
             run.periodic_task_id,
-            run.status,
-            run.plan_time,
-            run.started_at,
-            run.queued_at,
             func.row_number()
-            .over(partition_by=unstarted, order_by=(run.plan_time, run.id))
-            .label("from_oldest"),
-            func.row_number()
-            .over(partition_by=unstarted, order_by=(run.plan_time.desc(), run.id.desc()))
-            .label("from_newest"),
+            .over(partition_by=(run.periodic_task_id, queued), order_by=_oldest_first(run))
+            .label("rank"),
+            func.count(case((run.status.in_(NON_FINAL_STATUSES), 1)))
+            .over(partition_by=run.periodic_task_id)
+            .label("open"),
         )
-        .where(of_these, or_(run.status.in_(NON_FINAL_STATUSES), expired))
+        .where(
+            run.periodic_task_id.in_(bindparam("ids", expanding=True)),
+            or_(run.status.in_(NON_FINAL_STATUSES), _expired(run)),
+        )
         .subquery("seen")
     )
     seen = ranked.c
-    runs = select(
-        seen.id, seen.periodic_task_id, seen.status, seen.plan_time, seen.started_at, seen.queued_at
-    ).where(
-        or_(
-            seen.started_at.is_not(None),
-            seen.from_oldest <= UNSTARTED_SEEN,
-            seen.from_newest <= UNSTARTED_SEEN,
-        )
+    columns = (seen.id, seen.status, seen.plan_time, seen.started_at, seen.queued_at)
+    return select(*columns, seen.periodic_task_id, seen.open).where(
+        or_(seen.rank <= QUEUED_SEEN, seen.status.in_(HELD_BY_WORKER))
     )
-    started = (
+
+
+@functools.cache
+def _last_starts(postgres: bool) -> _LastStarts:
+    """Each schedule's latest start since ``recent``. Bound: ``ids`` and ``recent``.
+
+    Only the statuses a started run can have are looked at: in the index of runs by
+    schedule and status, the runs still queued (thousands, with the workers down) are
+    passed over, not read."""
+    run = TaskExecution
+    return (
         select(run.periodic_task_id, func.max(run.started_at))
-        .where(of_these, run.started_at >= recent)
+        .where(
+            one_of(run.periodic_task_id, postgres=postgres, name="ids"),
+            run.status.in_(_STARTABLE),
+            run.started_at >= bindparam("recent", type_=UTCDateTime()),
+        )
         .group_by(run.periodic_task_id)
     )
-    return runs, started
+
+
+def _queued_after(last_started: Mapping[int, datetime]) -> Select[Any]:
+    """:func:`runs_seen`'s second read on MySQL, MariaDB and SQLite: of each of these
+    schedules, the oldest :data:`QUEUED_SEEN` runs queued since its latest start (given).
+    Bound: ``recent``."""
+    run = TaskExecution
+    waited = _waited(run)
+    since_start = or_(
+        *(
+            and_(run.periodic_task_id == schedule_id, waited > literal(at, UTCDateTime()))
+            for schedule_id, at in last_started.items()
+        )
+    )
+    ranked = (
+        select(
+            *_SEEN_COLUMNS,
+            run.periodic_task_id,
+            func.row_number()
+            .over(partition_by=run.periodic_task_id, order_by=_oldest_first(run))
+            .label("rank"),
+        )
+        .where(
+            since_start,
+            run.status.not_in(HELD_BY_WORKER),
+            or_(run.status.in_(NON_FINAL_STATUSES), _expired(run)),
+        )
+        .subquery("later")
+    )
+    later = ranked.c
+    columns = (later.id, later.status, later.plan_time, later.started_at, later.queued_at)
+    return select(*columns, later.periodic_task_id).where(later.rank <= QUEUED_SEEN)
 
 
 class Sent(NamedTuple):

@@ -1,8 +1,8 @@
 """The chaos bench's CI variant: beats killed at random double and lose nothing.
 
-Runs ``python -m bench.chaos --duration 60 --schedules 50`` as a real
+Runs ``python -m bench.chaos --duration 40 --schedules 50`` as a real
 subprocess (three beats, two workers, PostgreSQL and Redis database 13; see
-``bench/README.md``), then the same for 30 seconds on MariaDB (``--db mariadb``),
+``bench/README.md``), then the same for 20 seconds on MariaDB (``--db mariadb``),
 and checks each verdict: exit status 0, no duplicate, no loss, one run record
 and one body execution per expected occurrence.
 """
@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.serial]
 REDIS_URL = os.environ.get("BRIDGE_TEST_CHAOS_REDIS_URL", "redis://127.0.0.1:6379/13")
 #: Seconds of chaos on each store: the suite's time goes to PostgreSQL's run, the
 #: production store; MariaDB's is shorter (the bench's own runs are longer).
-DURATIONS = {"postgresql": 60, "mariadb": 30}
+DURATIONS = {"postgresql": 40, "mariadb": 20}
 #: Each store's admin URL and the port that must be open for it.
 SERVERS = {
     "postgresql": ("--pg-url", PG_ADMIN_URL, "PostgreSQL", 5432),

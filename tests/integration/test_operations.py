@@ -709,36 +709,61 @@ def test_the_watchdog_reads_only_the_open_runs_that_may_be_late_or_overrun(
 
 
 @on_every_store
-def test_a_backlog_of_runs_not_started_is_read_from_its_two_ends(
+def test_a_backlog_of_queued_runs_is_read_from_the_oldest_no_start_passed_over(
     api: Bridge, migrated: str
 ) -> None:
     """Workers down for hours: a run a minute expired unstarted, then waits. The health reads
-    the run started and the oldest and newest of the others, 50 each, and judges the
-    schedule late since the oldest, as from all of them."""
+    the runs started and the three oldest of the others that no start passed over, and
+    judges each schedule late since the oldest of those, as from all of them."""
     from bridge.rules.decisions import EXPIRED
-    from bridge.storage.health import HealthStore
-    from bridge.storage.runs import UNSTARTED_SEEN
+    from bridge.storage.runs import QUEUED_SEEN, runs_seen
 
     now = datetime.now(UTC).replace(microsecond=0)
-    backlog = add(api, "backlog", timer="every 1m", max_runtime="1d")
     first = now - timedelta(minutes=300)
-    started = record(migrated, backlog.id, first, "STARTED", started_at=first)
-    runs = []
-    for minute in range(1, 300):
-        plan = first + timedelta(minutes=minute)
-        if minute < 200:  # expired at its next occurrence, never started
-            ended = plan + timedelta(minutes=1)
-            values = {"error": EXPIRED, "finished_at": ended, "queued_at": plan}
-            runs.append(record(migrated, backlog.id, plan, "REVOKED", **values))
-        else:
-            runs.append(record(migrated, backlog.id, plan, "SENT", queued_at=plan))
-    store = HealthStore(database_for(migrated))
-    seen = store.runs_seen([backlog.id], now, waiting_since).runs[backlog.id]
-    read = [run.id for run in seen]
-    assert len(read) == 1 + 2 * UNSTARTED_SEEN
-    assert set(read) == {started, *runs[:UNSTARTED_SEEN], *runs[-UNSTARTED_SEEN:]}
-    shown = api.get("backlog")
-    assert (shown.health, shown.health_since) == ("late", first + timedelta(minutes=1))
+
+    def backlog(name: str, resumed_at: int | None) -> tuple[int, list[str], str]:
+        """A schedule's run started ``first``, then a run a minute, expired until the 200th
+        minute and waiting since; a run started at minute ``resumed_at`` and succeeded."""
+        schedule = add(api, name, timer="every 1m", max_runtime="1d")
+        started = record(migrated, schedule.id, first, "STARTED", started_at=first)
+        queued = []
+        for minute in range(1, 300):
+            plan = first + timedelta(minutes=minute)
+            if minute == resumed_at:
+                record(migrated, schedule.id, plan, "SUCCESS", started_at=plan, queued_at=plan)
+                continue
+            if minute < 200:  # expired at its next occurrence, never started
+                ended = plan + timedelta(minutes=1)
+                values = {"error": EXPIRED, "finished_at": ended, "queued_at": plan}
+                queued.append(record(migrated, schedule.id, plan, "REVOKED", **values))
+            else:
+                queued.append(record(migrated, schedule.id, plan, "SENT", queued_at=plan))
+        return schedule.id, queued, started
+
+    stopped, stopped_runs, stopped_start = backlog("stopped", None)
+    resumed, resumed_runs, resumed_start = backlog("resumed", 250)
+    with database_for(migrated).session() as session:
+        read = runs_seen(session, [stopped, resumed], now, waiting_since, count_open=True)
+    # Every run not final is counted (for the metrics): the one started, and those sent
+    # from minute 200 on.
+    assert read.open_counts == {stopped: 1 + 100, resumed: 1 + 99}
+    seen = {schedule: {run.id for run in runs} for schedule, runs in read.runs.items()}
+    # The oldest queued runs, a few of each kind (waiting, expired), and the one started.
+    assert {stopped_start, *stopped_runs[:QUEUED_SEEN]} <= seen[stopped]
+    assert len(seen[stopped]) <= 1 + 2 * QUEUED_SEEN
+    # Runs 1 to 249 were passed over by the run of minute 250: runs 251 on are read too.
+    after = resumed_runs[249 : 249 + QUEUED_SEEN]
+    assert {resumed_start, *after} <= seen[resumed]
+    assert len(seen[resumed]) <= 1 + 4 * QUEUED_SEEN
+    shown = {schedule.name: schedule for schedule in api.list()}
+    assert (shown["stopped"].health, shown["stopped"].health_since) == (
+        "late",
+        first + timedelta(minutes=1),
+    )
+    assert (shown["resumed"].health, shown["resumed"].health_since) == (
+        "late",
+        first + timedelta(minutes=251),
+    )
 
 
 @on_every_store

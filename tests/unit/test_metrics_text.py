@@ -29,7 +29,7 @@ def test_a_schedules_series_read_back_by_prometheus_whatever_its_name_holds() ->
         schedule_row(id=n, name=name, nextrun=T0, last_failure_at=None, success_count=7)
         for n, name in enumerate(names)
     ]
-    seen = RunsSeen({0: [OpenRunView("r1", "STARTED", T0, T0, T0)]}, {})
+    seen = RunsSeen({0: [OpenRunView("r1", "STARTED", T0, T0, T0)]}, {}, {0: 4})
     text = schedule_series(rows, seen, ["running", "ok", "ok", "ok", "late"])
     text.encode("utf-8")  # a lone surrogate, shown as its escape, encodes
     found = samples(text)
@@ -44,6 +44,7 @@ def test_a_schedules_series_read_back_by_prometheus_whatever_its_name_holds() ->
             "timezone": "timezone é ✓", "overlap": "overlap é ✓", "catchup": "catchup é ✓",
         }.items()),)] == 1  # fmt: skip
     assert found["bridge_schedule_running", (("schedule", shown[0]),)] == 1
+    assert found["bridge_schedule_open_runs", (("schedule", shown[0]),)] == 4  # not all read
     assert found["bridge_schedule_open_runs", (("schedule", shown[1]),)] == 0
     assert found["bridge_schedule_health", (("schedule", shown[4]), ("state", "late"))] == 1
     families = [family.name for family in text_string_to_metric_families(text)]

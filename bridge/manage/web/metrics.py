@@ -27,7 +27,6 @@ from bridge.manage.web.marks import shown
 from bridge.manage.web.reading import SharedReading
 from bridge.rules.decisions import FINISHED_NOTES
 from bridge.rules.health import HELD_BY_WORKER
-from bridge.rules.kinds import NON_FINAL_STATUSES
 
 
 def exposition_for(bridge: Bridge, queues: SharedReading[list[str]]) -> SharedReading[bytes]:
@@ -237,15 +236,15 @@ def schedule_series(
             moment = row[column]
             if moment is not None:
                 lines.append(f"{one}{_number(moment.timestamp())}\n")
-        opened = [run for run in seen.runs.get(row["id"], []) if run.status in NON_FINAL_STATUSES]
+        held = sum(run.status in HELD_BY_WORKER for run in seen.runs.get(row["id"], ()))
         finished = not row["enabled"] and not row["broken"] and row["note"] in FINISHED_NOTES
         for key, value in (
             ("enabled", row["enabled"]),
             ("paused", not row["enabled"] and not row["broken"] and not finished),
             ("finished", finished),
             ("broken", row["broken"]),
-            ("running", sum(run.status in HELD_BY_WORKER for run in opened)),
-            ("open_runs", len(opened)),
+            ("running", held),
+            ("open_runs", seen.open_counts.get(row["id"], 0)),
             ("consecutive_failures", row["failure_streak"]),
         ):
             flags[key].append(f"{one}{_number(value)}\n")

@@ -97,12 +97,22 @@ def admin_url(store: str, options: Any) -> str:
 
 
 def exit_status(run: Callable[[], int]) -> int:
-    """``run()``'s exit status, or 2, said on stderr, when the run could not be set up."""
+    """``run()``'s exit status, or 2, said on stderr, when the run could not be set up.
+
+    A ``SIGTERM`` (``kill``, ``timeout``) ends the run as Ctrl-C does: the processes it
+    started are stopped and its database dropped on the way out. Python's default ends
+    the bench at once and left its beat running, firing into the next bench's figures.
+    """
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         return run()
     except SetupError as exc:
         print(f"setup error: {exc}", file=sys.stderr)
         return 2
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 # -- databases ------------------------------------------------------------------------

@@ -141,9 +141,7 @@ def runs_seen(
         runs = connection.execute(_seen_elsewhere(), {"ids": list(schedule_ids), "recent": recent})
     queued: dict[int, list[OpenRunView]] = {}
     for found in runs:
-        run = OpenRunView(
-            found.id, found.status, found.plan_time, found.started_at, found.queued_at
-        )
+        run = _view(found)
         seen.runs.setdefault(found.periodic_task_id, []).append(run)
         if found.open:
             seen.open_counts[found.periodic_task_id] = found.open
@@ -180,12 +178,13 @@ def runs_seen(
         else:
             later = connection.execute(_queued_after(passed_over), {"recent": recent})
         for found in later:
-            seen.runs[found.periodic_task_id].append(
-                OpenRunView(
-                    found.id, found.status, found.plan_time, found.started_at, found.queued_at
-                )
-            )
+            seen.runs[found.periodic_task_id].append(_view(found))
     return seen
+
+
+def _view(found: Any) -> OpenRunView:
+    """A row of :data:`_SEEN_COLUMNS`, as the health reads it."""
+    return OpenRunView(found.id, found.status, found.plan_time, found.started_at, found.queued_at)
 
 
 if TYPE_CHECKING:
@@ -253,25 +252,26 @@ def _seen_on_postgres(after: bool, counted: bool = False) -> _SeenRuns:
         .order_by(run.updated_at)
         .limit(QUEUED_SEEN)
     )
-    expired = select(*_SEEN_COLUMNS).where(mine, _expired(run)).order_by(run.plan_time)
+    expired = (
+        select(*_SEEN_COLUMNS).where(mine, _expired(run)).order_by(run.plan_time).limit(QUEUED_SEEN)
+    )
     if after:
         waiting = waiting.where(run.updated_at > wanted.c.last)
         expired = expired.where(run.plan_time > wanted.c.last)
-        parts = union_all(waiting, expired.limit(QUEUED_SEEN))
+        parts = union_all(waiting, expired)
     else:
         held = select(*_SEEN_COLUMNS).where(mine, run.status.in_(HELD_BY_WORKER))
-        parts = union_all(held, waiting, expired.limit(QUEUED_SEEN))
+        parts = union_all(held, waiting, expired)
     found = parts.subquery().lateral("found")
-    if not counted:
-        return select(wanted.c.id.label("periodic_task_id"), *found.c, null().label("open")).join(
-            found, true()
-        )
-    # Counted once per schedule, before its runs are joined to it.
-    count = select(func.count().label("open")).where(mine, text(OPEN_RUNS)).lateral("counted")
+    open_count: Any = null()
+    schedules: Any = wanted
+    if counted:
+        # Counted once per schedule, before its runs are joined to it.
+        count = select(func.count().label("open")).where(mine, text(OPEN_RUNS)).lateral("counted")
+        open_count, schedules = count.c.open, wanted.join(count, true())
     return (
-        select(wanted.c.id.label("periodic_task_id"), *found.c, count.c.open)
-        .select_from(wanted)
-        .join(count, true())
+        select(wanted.c.id.label("periodic_task_id"), *found.c, open_count.label("open"))
+        .select_from(schedules)
         .join(found, true())
     )
 
@@ -283,28 +283,31 @@ def _seen_elsewhere() -> _SeenRuns:
     holds with the oldest :data:`QUEUED_SEEN` of the others returned. Bound: ``ids`` and
     ``recent``."""
     run = TaskExecution
-    queued = run.status.not_in(HELD_BY_WORKER)
-    ranked = (
-        select(
-            *_SEEN_COLUMNS,
-            run.periodic_task_id,
-            func.row_number()
-            .over(partition_by=(run.periodic_task_id, queued), order_by=_oldest_first(run))
-            .label("rank"),
-            func.count(case((run.status.in_(NON_FINAL_STATUSES), 1)))
-            .over(partition_by=run.periodic_task_id)
-            .label("open"),
-        )
-        .where(
-            run.periodic_task_id.in_(bindparam("ids", expanding=True)),
-            or_(run.status.in_(NON_FINAL_STATUSES), _expired(run)),
-        )
-        .subquery("seen")
+    seen = _ranked(
+        "seen",
+        (run.periodic_task_id, run.status.not_in(HELD_BY_WORKER)),
+        (run.periodic_task_id.in_(bindparam("ids", expanding=True)),),
+        func.count(case((run.status.in_(NON_FINAL_STATUSES), 1)))
+        .over(partition_by=run.periodic_task_id)
+        .label("open"),
     )
-    seen = ranked.c
     columns = (seen.id, seen.status, seen.plan_time, seen.started_at, seen.queued_at)
     return select(*columns, seen.periodic_task_id, seen.open).where(
         or_(seen.rank <= QUEUED_SEEN, seen.status.in_(HELD_BY_WORKER))
+    )
+
+
+def _ranked(name: str, partition: tuple[Any, ...], where: tuple[Any, ...], *extra: Any) -> Any:
+    """The runs the health may look at that also meet ``where``, each with its ``rank``
+    from the oldest in its ``partition`` (and the ``extra`` columns): the columns of
+    a subquery ``name``."""
+    run = TaskExecution
+    rank = func.row_number().over(partition_by=partition, order_by=_oldest_first(run))
+    return (
+        select(*_SEEN_COLUMNS, run.periodic_task_id, rank.label("rank"), *extra)
+        .where(*where, or_(run.status.in_(NON_FINAL_STATUSES), _expired(run)))
+        .subquery(name)
+        .c
     )
 
 
@@ -339,22 +342,9 @@ def _queued_after(last_started: Mapping[int, datetime]) -> Select[Any]:
             for schedule_id, at in last_started.items()
         )
     )
-    ranked = (
-        select(
-            *_SEEN_COLUMNS,
-            run.periodic_task_id,
-            func.row_number()
-            .over(partition_by=run.periodic_task_id, order_by=_oldest_first(run))
-            .label("rank"),
-        )
-        .where(
-            since_start,
-            run.status.not_in(HELD_BY_WORKER),
-            or_(run.status.in_(NON_FINAL_STATUSES), _expired(run)),
-        )
-        .subquery("later")
+    later = _ranked(
+        "later", (run.periodic_task_id,), (since_start, run.status.not_in(HELD_BY_WORKER))
     )
-    later = ranked.c
     columns = (later.id, later.status, later.plan_time, later.started_at, later.queued_at)
     return select(*columns, later.periodic_task_id).where(later.rank <= QUEUED_SEEN)
 

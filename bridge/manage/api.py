@@ -553,8 +553,10 @@ class Bridge:
 
     def recent_statuses(
         self, schedule_ids: Sequence[int], count: int = 20
-    ) -> dict[int, builtins.list[tuple[datetime, str]]]:
-        """The plan times and statuses of each schedule's latest ``count`` runs, oldest first."""
+    ) -> dict[int, builtins.list[tuple[str, str]]]:
+        """The plan times and statuses of each schedule's latest ``count`` runs, oldest
+        first, each time ISO 8601 text in UTC to the second (``2026-01-31T09:00:00Z``): what
+        the dashboard's list shows in its strips."""
         return self._history.recent_statuses(schedule_ids, count)
 
     def gaps(self, name: str, since: datetime, limit: int = 100) -> builtins.list[Gap]:

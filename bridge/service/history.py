@@ -139,8 +139,9 @@ class History:
 
     def recent_statuses(
         self, schedule_ids: Sequence[int], count: int
-    ) -> dict[int, list[tuple[datetime, str]]]:
-        """The plan times and statuses of each schedule's latest ``count`` runs, oldest first."""
+    ) -> dict[int, list[tuple[str, str]]]:
+        """The plan times (ISO 8601 text in UTC) and statuses of each schedule's latest
+        ``count`` runs, oldest first: the list's strips."""
         return self.history_store.recent_statuses(schedule_ids, count)
 
     def gaps(self, name: str, since: datetime, limit: int) -> list[Gap]:

@@ -15,14 +15,25 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Integer, Select, bindparam, func, select, true, tuple_
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    bindparam,
+    cast,
+    func,
+    select,
+    true,
+    tuple_,
+)
 from sqlalchemy.orm import Session
 
 from bridge.errors import RunNotFound
 from bridge.rules.kinds import NON_FINAL_STATUSES
 from bridge.storage.database import Database
 from bridge.storage.models import PeriodicTask, ScheduleLabel, ScheduleTally, TaskExecution
-from bridge.storage.sql import is_postgres, one_of, plain_rows, unnest_bound, unnest_values
+from bridge.storage.sql import one_of, plain_rows, unnest_bound, unnest_values
 from bridge.storage.tally import COUNTS, hour_of
 
 #: The kinds of the sort key of a page of runs: plan time, attempt, id.
@@ -215,16 +226,22 @@ class HistoryStore:
 
     def recent_statuses(
         self, schedule_ids: Sequence[int], count: int
-    ) -> dict[int, list[tuple[datetime, str]]]:
+    ) -> dict[int, list[tuple[str, str]]]:
         """The plan times and statuses of the latest ``count`` runs of each schedule,
         oldest first (a retry after the attempt it follows): one query for a whole page of
         schedules, each read along its own index entries (a ``LATERAL`` join on
-        PostgreSQL, a window elsewhere)."""
+        PostgreSQL, a window elsewhere).
+
+        Each time is ISO 8601 text in UTC to the second (``2026-01-31T09:00:00Z``), as
+        the list's strips show it: a page holds hundreds, and each read as a time, then
+        written as text, cost more than the database took to find it. PostgreSQL writes
+        them; the other stores' text is the time as they keep it, naive UTC."""
         if not schedule_ids:
             return {}
-        found: dict[int, list[tuple[datetime, str]]] = {}
+        postgres = self.database.is_postgres
+        found: dict[int, list[tuple[str, str]]] = {}
         with self.database.reading() as session:
-            statement = _recent_statement(is_postgres(session))
+            statement = _recent_statement(postgres)
             # On the session's connection: the ORM's handling of the statement cost about a
             # third of the read (:func:`bridge.storage.sql.plain_rows`); and fetched at once:
             # fetched one by one, a page's runs took a quarter longer (6.2 against 4.7 ms).
@@ -232,7 +249,8 @@ class HistoryStore:
             rows = session.connection().execute(statement, bound).all()
         for schedule_id, plan_time, status in rows:
             if plan_time is not None:
-                found.setdefault(schedule_id, []).append((plan_time, status))
+                at = plan_time if postgres else f"{plan_time[:10]}T{plan_time[11:19]}Z"
+                found.setdefault(schedule_id, []).append((at, status))
         return found
 
 
@@ -254,8 +272,10 @@ def _recent_statement(postgres: bool) -> Select[Any]:
             .limit(count)
             .lateral()
         )
+        # In the session's zone, UTC (bridge.storage.database._prepare_postgres).
+        iso = func.to_char(latest.c.plan_time, 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
         return (
-            select(ids.c.id, latest.c.plan_time, latest.c.status)
+            select(ids.c.id, iso, latest.c.status)
             .select_from(ids.join(latest, true()))
             .order_by(ids.c.id, latest.c.plan_time, latest.c.attempt)
         )
@@ -273,7 +293,7 @@ def _recent_statement(postgres: bool) -> Select[Any]:
         .subquery()
     )
     return (
-        select(ranked.c.id, ranked.c.plan_time, ranked.c.status)
+        select(ranked.c.id, cast(ranked.c.plan_time, String), ranked.c.status)
         .where(ranked.c.n <= count)
         .order_by(ranked.c.id, ranked.c.plan_time, ranked.c.attempt)
     )

@@ -225,13 +225,18 @@ def test_the_latest_statuses_of_a_page_of_schedules_oldest_first(
         found = api.recent_statuses([busy.id, quiet.id, idle.id], 3)
         assert found == {
             busy.id: [
-                (START + timedelta(minutes=4), "FAILURE"),
-                (START + timedelta(minutes=5), "LOST"),
-                (START + timedelta(minutes=5), "FAILURE"),
+                (iso(START + timedelta(minutes=4)), "FAILURE"),
+                (iso(START + timedelta(minutes=5)), "LOST"),
+                (iso(START + timedelta(minutes=5)), "FAILURE"),
             ],
-            quiet.id: [(START, "REVOKED")],
+            quiet.id: [(iso(START), "REVOKED")],
         }
     assert api.recent_statuses([], 3) == {}
+
+
+def iso(moment: datetime) -> str:
+    """A time as the strips' read gives it: ISO 8601 in UTC, to the second."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def end_run(url: str, run_id: str, status: str, at: datetime, runtime: float) -> None:

@@ -11,12 +11,14 @@ from bridge.service.views import Schedule
 from tests.unit.test_answers import schedule_row
 
 T0 = datetime(2026, 3, 29, 1, 30, tzinfo=UTC)
+#: A run's plan time as the list's read gives it.
+AT = "2026-03-29T01:30:00Z"
 GLYPHS = {"SUCCESS": "✓", "FAILURE": "✗"}
 
 
 def row_html(tick: bool = True, state: State | None = None, **given: object) -> str:
     schedule = Schedule.of(schedule_row(**given), state)
-    marks = [(T0, "SUCCESS"), (T0, "FAILURE")]
+    marks = [(AT, "SUCCESS"), (AT, "FAILURE")]
     return str(
         schedule_row_html(schedule, "/schedules/x", "every minute", marks, 0.5, GLYPHS, tick)
     )
@@ -42,3 +44,9 @@ def test_the_row_says_why_a_schedule_does_not_fire_and_offers_the_box_to_admins_
     assert 'health-finished">finished</span> <span class="reason">no occurrence left' in finished
     assert 'type="checkbox"' in row_html() and 'type="checkbox"' not in row_html(tick=False)
     assert "<td>50%</td>" in row_html() and 'aria-label="last 2 runs: 1 succeeded' in row_html()
+
+
+def test_each_mark_gives_its_time_to_the_page_script_and_in_utc_on_hover() -> None:
+    html = row_html()
+    assert 'data-at="2026-03-29T01:30:00Z" title="2026-03-29 01:30:00 UTC: SUCCESS">✓' in html
+    assert 'data-at="2026-03-29T01:30:00Z" title="2026-03-29 01:30:00 UTC: FAILURE">✗' in html

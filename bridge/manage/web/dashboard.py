@@ -315,7 +315,7 @@ def _success_rate(schedule: Schedule) -> float | None:
     )
 
 
-def _row(schedule: Schedule, strip: list[tuple[datetime, str]], tick: bool) -> Markup:
+def _row(schedule: Schedule, strip: list[tuple[str, str]], tick: bool) -> Markup:
     """A row of the list (:func:`~bridge.manage.web.marks.schedule_row_html`)."""
     return schedule_row_html(
         schedule,
@@ -595,7 +595,12 @@ def _schedules(request: Request) -> HTMLResponse:
         page, refusal = None, exc
     items = page.items if page else []
     strips = bridge.recent_statuses([s.id for s in items], STRIP)
-    rows = [_row(schedule, strips.get(schedule.id, []), viewer.admin) for schedule in items]
+    # One text, which the template writes at once: row by row, the template's loop and
+    # its check of each row's text (:func:`~bridge.manage.web.marks.shown`) cost the page
+    # a tenth of what writing the rows did.
+    rows = Markup(
+        "\n".join(_row(schedule, strips.get(schedule.id, []), viewer.admin) for schedule in items)
+    )
     keep = {
         key: value for key, value in params.items() if key not in ("cursor", "fragment") and value
     }

@@ -101,16 +101,18 @@ def _health(value: str, reason: str = "") -> str:
 
 def _strip(marks: Sequence[Mark], glyphs: Mapping[str, str], strip_id: str = "") -> str:
     """:func:`strip_html`'s text."""
-    return _strip_text([(mark.at, mark.status, mark.title) for mark in marks], glyphs, strip_id)
+    return _strip_text(
+        [(mark.at.isoformat(), mark.status, mark.title) for mark in marks], glyphs, strip_id
+    )
 
 
 def _strip_text(
-    marks: Sequence[tuple[datetime, str, str]], glyphs: Mapping[str, str], strip_id: str = ""
+    marks: Sequence[tuple[str, str, str]], glyphs: Mapping[str, str], strip_id: str = ""
 ) -> str:
-    """A strip of ``marks``, each given as its time, status and title. The markup of each
-    status is made once a strip (:func:`_tick`); only the time varies. Plain tuples, not
-    :class:`Mark` objects: the list writes 2,000 marks a page, and an object a mark cost
-    it a fifth of their time."""
+    """A strip of ``marks``, each given as its time (ISO 8601 text in UTC), status and
+    title. The markup of each status is made once a strip (:func:`_tick`); only the time
+    varies. Plain tuples, not :class:`Mark` objects: the list writes 2,000 marks a page,
+    and an object a mark cost it a fifth of their time."""
     if not marks:
         return '<span class="none">no runs yet</span>'
     what = "occurrences" if strip_id else "runs"
@@ -118,12 +120,11 @@ def _strip_text(
     ticks: dict[tuple[str, str], tuple[str, str]] = {}
     good = 0
     parts = [""]
-    for at, status, title in marks:
+    for iso, status, title in marks:
         tick = ticks.get((status, title))
         if tick is None:
             tick = ticks[status, title] = _tick(status, title, glyphs.get(status))
         good += status == "SUCCESS"
-        iso = at.isoformat()
         parts.append(f'{tick[0]} data-at="{iso}" title="{iso[:10]} {iso[11:19]} UTC: {tick[1]}')
     parts[0] = (
         f'<span class="strip"{named} role="img" aria-label="last {len(marks)} {what}:'
@@ -146,7 +147,7 @@ def schedule_row_html(
     schedule: Schedule,
     path: str,
     words: str,
-    runs: Sequence[tuple[datetime, str]],
+    runs: Sequence[tuple[str, str]],
     rate: float | None,
     glyphs: Mapping[str, str],
     tick: bool,
@@ -154,7 +155,8 @@ def schedule_row_html(
     """A row of the list of schedules (``_schedule_rows.html``): the schedule's name, with
     a box to tick it for the bulk actions when ``tick``, its labels and why it does not
     fire; its timer in ``words``; its next and last run; the strip of its last ``runs``
-    (each its plan time and status, as read); its success ``rate``; its health."""
+    (each its plan time, ISO 8601 text in UTC, and status, as read); its success
+    ``rate``; its health."""
     name = _text(schedule.name)
     cells = [f'<tr data-schedule="{name}">\n<td>']
     if tick:
@@ -194,8 +196,11 @@ def schedule_row_html(
 
 def _text(value: Any) -> str:
     """A value a user wrote, escaped as markupsafe escapes it, and shown as the templates'
-    ``finalize`` shows it (see :func:`shown`)."""
-    text = str(shown(value))
+    ``finalize`` shows it (see :func:`shown`). A row writes eight or so: the common case,
+    ASCII text with nothing to escape, takes two C calls."""
+    text = value if type(value) is str else str(value)
+    if not text.isascii():
+        text = shown(text)
     if _SPECIAL.search(text) is None:
         return text
     return text.translate(_ESCAPES)

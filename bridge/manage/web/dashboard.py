@@ -33,7 +33,6 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
-from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 
 from bridge.clock import utcnow
@@ -67,6 +66,7 @@ from bridge.manage.web.charts import (
     timeline_chart,
 )
 from bridge.manage.web.marks import (
+    Written,
     health_html,
     schedule_row_html,
     shown,
@@ -102,6 +102,9 @@ from bridge.rules.words import policy_words, timer_words
 router = APIRouter(include_in_schema=False)
 HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=HERE / "templates")
+# The templates are the package's, not edited while the server runs: Jinja would look at
+# each file's time at every page (six a list).
+templates.env.auto_reload = False
 
 SESSION_COOKIE = "bridge_session"
 #: Rows of the schedules list, runs of a schedule's log, entries of its audit trail.
@@ -315,7 +318,7 @@ def _success_rate(schedule: Schedule) -> float | None:
     )
 
 
-def _row(schedule: Schedule, strip: list[tuple[str, str]], tick: bool) -> Markup:
+def _row(schedule: Schedule, strip: list[tuple[str, str]], tick: bool) -> Written:
     """A row of the list (:func:`~bridge.manage.web.marks.schedule_row_html`)."""
     return schedule_row_html(
         schedule,
@@ -598,7 +601,7 @@ def _schedules(request: Request) -> HTMLResponse:
     # One text, which the template writes at once: row by row, the template's loop and
     # its check of each row's text (:func:`~bridge.manage.web.marks.shown`) cost the page
     # a tenth of what writing the rows did.
-    rows = Markup(
+    rows = Written(
         "\n".join(_row(schedule, strips.get(schedule.id, []), viewer.admin) for schedule in items)
     )
     keep = {

@@ -38,10 +38,18 @@ class Mark(Protocol):
     def title(self) -> str: ...
 
 
+class Written(Markup):
+    """HTML written here from texts each :func:`shown` already, which :func:`shown` passes as
+    it is: a list's rows are 150 KB, and looking through them again for a lone surrogate
+    took as long as encoding the page."""
+
+    __slots__ = ()
+
+
 def shown(value: Any) -> Any:
     """What a page shows of ``value``: a text holding a lone surrogate, which no page can be
     encoded with, as its escape; anything else as it is."""
-    if isinstance(value, str) and not value.isascii():
+    if isinstance(value, str) and type(value) is not Written and not value.isascii():
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
@@ -151,7 +159,7 @@ def schedule_row_html(
     rate: float | None,
     glyphs: Mapping[str, str],
     tick: bool,
-) -> Markup:
+) -> Written:
     """A row of the list of schedules (``_schedule_rows.html``): the schedule's name, with
     a box to tick it for the bulk actions when ``tick``, its labels and why it does not
     fire; its timer in ``words``; its next and last run; the strip of its last ``runs``
@@ -191,7 +199,7 @@ def schedule_row_html(
     cells.append(f"<td>{last}</td>\n<td>{strip}</td>\n")
     cells.append(f"<td>{_NONE if rate is None else f'{rate * 100:.0f}%'}</td>\n")
     cells.append(f"<td>{_health(schedule.health, schedule.health_reason)}</td>\n</tr>")
-    return Markup("".join(cells))
+    return Written("".join(cells))
 
 
 def _text(value: Any) -> str:

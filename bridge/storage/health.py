@@ -81,6 +81,9 @@ class Cursors:
     settled_after: int = 0
     #: The runs that ended: at this time or later (None: none read, as a beat starts).
     ended_since: datetime | None = None
+    #: Those with an open incident their row does not settle (late, overrunning, a
+    #: missed occurrence): after this id.
+    unsettled_after: int = 0
 
 
 class Risks(NamedTuple):
@@ -129,7 +132,10 @@ class HealthStore:
           a slow round that restates and checks them whatever the look at ended runs
           missed (a worker's clock behind, a beat that was down);
         - those with an open incident that is not
-          :func:`~bridge.storage.incidents.settled` (to close it when it is over).
+          :func:`~bridge.storage.incidents.settled` (to close it when it is over), by id
+          after ``cursors.unsettled_after``: with the workers down, every schedule may
+          be late, and judging them all at each pass, 10,000 of them, made each pass
+          hold their rows and runs at once.
 
         A failing or broken schedule whose incident is settled (its row says the trouble
         goes on) is otherwise read only when one of its runs ends or is overdue, or when
@@ -175,13 +181,23 @@ class HealthStore:
                 .group_by(run.periodic_task_id)
                 .order_by(longest_waiting)
                 .limit(limit),
-                select(Incident.periodic_task_id).where(
-                    Incident.closed_at.is_(None),
-                    Incident.periodic_task_id.is_not(None),
-                    ~settled(),
-                ),
             ]
             ids = {found for source in sources for found in session.scalars(source) if found}
+            unsettled: list[int] = list(
+                session.scalars(
+                    select(Incident.periodic_task_id)
+                    .distinct()
+                    .where(
+                        Incident.closed_at.is_(None),
+                        Incident.periodic_task_id > cursors.unsettled_after,
+                        ~settled(),
+                    )
+                    .order_by(Incident.periodic_task_id)
+                    .limit(limit)
+                )
+            )
+            unsettled_after = unsettled[-1] if len(unsettled) == limit else 0
+            ids.update(unsettled)
             ended_since = now - ended_slack
             if cursors.ended_since is not None:
                 ended = session.execute(
@@ -223,7 +239,7 @@ class HealthStore:
             troubled, troubled_after = turn(cursors.troubled_after, False, limit)
             round_, settled_after = turn(cursors.settled_after, True, max(1, limit // 100))
             ids |= {*troubled, *round_}
-            following = Cursors(troubled_after, settled_after, ended_since)
+            following = Cursors(troubled_after, settled_after, ended_since, unsettled_after)
             if not ids:
                 return Risks([], following)
             ordered = sorted(ids)

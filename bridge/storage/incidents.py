@@ -67,8 +67,10 @@ class IncidentStore:
 
     def open_incidents(self, judged: Sequence[int]) -> list[OpenIncident]:
         """The incidents open that a pass of the watchdog may close or restate: those of the
-        schedules it ``judged``, and those whose trouble their schedule's row does not say
-        goes on (:func:`settled`), the scheduler's among them. Their columns only (ORM
+        schedules it ``judged``, and the scheduler's (of no schedule). Those of a schedule
+        it did not judge stay as they are until a pass does (one whose row does not say
+        its trouble goes on, :func:`settled`, is judged within a few passes:
+        :meth:`~bridge.storage.health.HealthStore.at_risk`). Their columns only (ORM
         objects of thousands of open incidents cost a pass more than reading them)."""
         statement = select(
             Incident.id,
@@ -78,7 +80,10 @@ class IncidentStore:
             Incident.message,
         ).where(Incident.closed_at.is_(None))
         with self.database.session() as session:
-            may_change = or_(~settled(), among(session, Incident.periodic_task_id, judged))
+            may_change = or_(
+                Incident.periodic_task_id.is_(None),
+                among(session, Incident.periodic_task_id, judged),
+            )
             found = session.connection().execute(statement.where(may_change))
             return [OpenIncident(*row) for row in found]
 

@@ -681,6 +681,58 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
 
 
 @on_every_store
+def test_incidents_whose_trouble_may_be_over_are_judged_in_turn_a_look_at_a_time(
+    api: Bridge, migrated: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five failing schedules with their incidents open are paused: their rows no longer say
+    the trouble goes on. Looks of two take them two at a time by id, and a pass of the
+    watchdog closes the incidents of the schedules it judged, leaving the others open as
+    they are until a pass judges them (with every schedule late, judging all of them at
+    each pass held all their rows and runs at once)."""
+    from bridge.beat import watchdog as watchdog_module
+    from bridge.storage.health import HealthStore
+    from workers.app import app
+
+    monkeypatch.setattr(watchdog_module, "AT_RISK_LIMIT", 2)
+    ids = [add(api, f"failing-{n}").id for n in range(5)]
+    table = PeriodicTask.__table__
+    with database_for(migrated).engine.begin() as connection:
+        connection.execute(
+            update(table)
+            .where(table.c.id.in_(ids))
+            .values(failure_streak=3, failing_since=FAILING_SINCE)
+        )
+    watchdog = watchdog_module.Watchdog(CeleryBroker(app), api.settings, api.database)
+    now = datetime.now(UTC)
+    for look in range(3):  # looks of 2, 2 and 1
+        watchdog.judge(now + timedelta(seconds=look))
+
+    def still_open() -> list[int]:
+        return sorted(
+            row[0]
+            for row in rows(
+                migrated, "SELECT periodic_task_id FROM incident WHERE closed_at IS NULL"
+            )
+        )
+
+    assert still_open() == ids
+    with database_for(migrated).engine.begin() as connection:
+        connection.execute(update(table).where(table.c.id.in_(ids)).values(enabled=False))
+    store = HealthStore(database_for(migrated))
+    cursors, looks = Cursors(), []
+    for _ in range(4):
+        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors, waiting_since=waiting_since)
+        looks.append(sorted(risk.columns["id"] for risk in found))
+    assert looks == [ids[0:2], ids[2:4], ids[4:5], ids[0:2]]
+    later = now + timedelta(seconds=5)
+    watchdog.judge(later)
+    assert still_open() == ids[2:]
+    watchdog.judge(later + timedelta(seconds=1))
+    watchdog.judge(later + timedelta(seconds=2))
+    assert still_open() == []
+
+
+@on_every_store
 def test_the_watchdog_reads_only_the_open_runs_that_may_be_late_or_overrun(
     api: Bridge, migrated: str
 ) -> None:

@@ -608,17 +608,12 @@ def test_the_watchdog_looks_at_failing_schedules_in_turn_when_there_are_more_tha
     assert looked == [ids[0:2], ids[2:4], ids[4:5], ids[0:2]]
 
 
-@on_every_store
-def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_row_recovers(
+def failing_with_incidents(
     api: Bridge, migrated: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Five failing schedules, looks of two. Once each has its incident, a look reads only
-    the schedules whose trouble may have changed: one with a run that ended since the
-    last look (its message restated), those whose row says the trouble may be over (one
-    recovered, one paused), whose incidents close, and one whose breaker tripped, which
-    gets its `broken` incident; the others' stay open, read in a slow round."""
+) -> tuple[list[int], Any, datetime]:
+    """Five failing schedules, each with its incident opened by a watchdog whose looks take
+    two: their ids, the watchdog, and when it first judged them."""
     from bridge.beat import watchdog as watchdog_module
-    from bridge.storage.health import HealthStore
     from workers.app import app
 
     monkeypatch.setattr(watchdog_module, "AT_RISK_LIMIT", 2)
@@ -634,6 +629,22 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
     now = datetime.now(UTC)
     for look in range(3):  # looks of 2, 2 and 1
         watchdog.judge(now + timedelta(seconds=look))
+    return ids, watchdog, now
+
+
+@on_every_store
+def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_row_recovers(
+    api: Bridge, migrated: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five failing schedules, looks of two. Once each has its incident, a look reads only
+    the schedules whose trouble may have changed: one with a run that ended since the
+    last look (its message restated), those whose row says the trouble may be over (one
+    recovered, one paused), whose incidents close, and one whose breaker tripped, which
+    gets its `broken` incident; the others' stay open, read in a slow round."""
+    from bridge.storage.health import HealthStore
+
+    ids, watchdog, now = failing_with_incidents(api, migrated, monkeypatch)
+    table = PeriodicTask.__table__
 
     def open_incidents() -> dict[tuple[int, str], str]:
         found = rows(
@@ -689,23 +700,10 @@ def test_incidents_whose_trouble_may_be_over_are_judged_in_turn_a_look_at_a_time
     watchdog closes the incidents of the schedules it judged, leaving the others open as
     they are until a pass judges them (with every schedule late, judging all of them at
     each pass held all their rows and runs at once)."""
-    from bridge.beat import watchdog as watchdog_module
     from bridge.storage.health import HealthStore
-    from workers.app import app
 
-    monkeypatch.setattr(watchdog_module, "AT_RISK_LIMIT", 2)
-    ids = [add(api, f"failing-{n}").id for n in range(5)]
+    ids, watchdog, now = failing_with_incidents(api, migrated, monkeypatch)
     table = PeriodicTask.__table__
-    with database_for(migrated).engine.begin() as connection:
-        connection.execute(
-            update(table)
-            .where(table.c.id.in_(ids))
-            .values(failure_streak=3, failing_since=FAILING_SINCE)
-        )
-    watchdog = watchdog_module.Watchdog(CeleryBroker(app), api.settings, api.database)
-    now = datetime.now(UTC)
-    for look in range(3):  # looks of 2, 2 and 1
-        watchdog.judge(now + timedelta(seconds=look))
 
     def still_open() -> list[int]:
         return sorted(

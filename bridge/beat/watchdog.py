@@ -53,6 +53,10 @@ logger = logging.getLogger("bridge.watchdog")
 #: The most schedules of each kind of risk one pass judges (the failing and broken ones
 #: in turn, when there are more).
 AT_RISK_LIMIT = 1000
+#: The schedules of a pass read and judged at once: with the workers down a pass finds
+#: thousands, and holding all their rows and runs at once, while beat fires, grew the
+#: interpreter's memory at each such pass for good (docs/performance.md, Lag and memory).
+JUDGED_AT_ONCE = 200
 #: The time one pass may spend pruning.
 PRUNE_BUDGET = 1.0
 #: Every schedule's runs are counted once in this time, a slice at each pass: what catches
@@ -213,16 +217,25 @@ class Watchdog:
     # -- 1. judge ---------------------------------------------------------------------------
 
     def judge(self, now: datetime) -> None:
+        """Judge the schedules a look finds, :data:`JUDGED_AT_ONCE` at a time: their incidents
+        opened, restated or closed as their health says."""
         settings = self.settings
-        at_risk, following = self.health.at_risk(
+        found, following = self.health.at_risk(
             now,
             settings.default_grace,
             settings.default_max_runtime,
             AT_RISK_LIMIT,
             self._cursors,
             ENDED_SLACK,
-            waiting_since=waiting_since,
         )
+        for start in range(0, max(len(found), 1), JUDGED_AT_ONCE):
+            # Once at least, with no schedule: each part looks at the scheduler's incidents
+            # too, and this beat ticks, so no "no beat" incident goes on.
+            part = found[start : start + JUDGED_AT_ONCE]
+            self._judge(self.health.judged(part, now, waiting_since=waiting_since), now)
+        self._cursors = following  # only now: a pass that failed is looked at again
+
+    def _judge(self, at_risk: list[AtRisk], now: datetime) -> None:
         states = {risk.columns["id"]: (risk, self.state_of(risk, now)) for risk in at_risk}
         troubled = {
             (state.health.value, schedule_id)
@@ -268,7 +281,6 @@ class Watchdog:
         for risk, state in states.values():
             if state.health is Health.OVERRUN:
                 self._act_on_overrun(risk, state)
-        self._cursors = following  # only now: a pass that failed is looked at again
 
     def state_of(self, risk: AtRisk, now: datetime) -> State:
         """A schedule's health, its own limits falling back on the app's."""

@@ -87,9 +87,10 @@ class Cursors:
 
 
 class Risks(NamedTuple):
-    """What one look of the watchdog reads: see :meth:`HealthStore.at_risk`."""
+    """What one look of the watchdog finds: see :meth:`HealthStore.at_risk`."""
 
-    found: list[AtRisk]
+    #: The schedules to judge, by id in order.
+    ids: list[int]
     #: Where the next look goes on from.
     cursors: Cursors
 
@@ -114,11 +115,9 @@ class HealthStore:
         limit: int,
         cursors: Cursors = Cursors(),
         ended_slack: timedelta = timedelta(0),
-        *,
-        waiting_since: Waiting,
     ) -> Risks:
         """The schedules whose trouble may have changed, at most ``limit`` of each kind, the
-        most pressing first:
+        most pressing first (their ids: :meth:`judged` reads them):
 
         - those overdue by their grace (the most overdue first);
         - those with an open run waiting longer than their grace or going longer than
@@ -239,19 +238,27 @@ class HealthStore:
             troubled, troubled_after = turn(cursors.troubled_after, False, limit)
             round_, settled_after = turn(cursors.settled_after, True, max(1, limit // 100))
             ids |= {*troubled, *round_}
-            following = Cursors(troubled_after, settled_after, ended_since, unsettled_after)
-            if not ids:
-                return Risks([], following)
-            ordered = sorted(ids)
+        return Risks(
+            sorted(ids), Cursors(troubled_after, settled_after, ended_since, unsettled_after)
+        )
+
+    def judged(
+        self, schedule_ids: Sequence[int], now: datetime, *, waiting_since: Waiting
+    ) -> list[AtRisk]:
+        """The schedules a look found (:meth:`at_risk`) as the watchdog judges them: their
+        columns and the runs their health is judged from; those gone since, not."""
+        if not schedule_ids:
+            return []
+        table = PeriodicTask
+        with self.database.session() as session:
             columns = [table.__table__.c[name] for name in WATCHED_COLUMNS]
-            statement = select(*columns).where(among(session, table.id, ordered))
+            statement = select(*columns).where(among(session, table.id, schedule_ids))
             rows = {row["id"]: row for row in plain_rows(session, statement)}
-            seen = runs_seen(session, ordered, now, waiting_since)
-        found = [
+            seen = runs_seen(session, list(schedule_ids), now, waiting_since)
+        return [
             AtRisk(columns, seen.runs.get(schedule_id, []), seen.last_started.get(schedule_id))
             for schedule_id, columns in rows.items()
         ]
-        return Risks(found, following)
 
     @contextmanager
     def judging(self) -> Iterator[bool]:

@@ -603,8 +603,8 @@ def test_the_watchdog_looks_at_failing_schedules_in_turn_when_there_are_more_tha
     looked: list[list[int]] = []
     cursors = Cursors()
     for _ in range(4):
-        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors, waiting_since=waiting_since)
-        looked.append(sorted(risk.columns["id"] for risk in found))
+        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors)
+        looked.append(found)
     assert looked == [ids[0:2], ids[2:4], ids[4:5], ids[0:2]]
 
 
@@ -664,8 +664,8 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
     store = HealthStore(database_for(migrated))
     cursors, rounds = Cursors(), []
     for _ in range(7):  # every incident settled: one a look (a hundredth of 2, at least 1)
-        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors, waiting_since=waiting_since)
-        rounds.append([risk.columns["id"] for risk in found])
+        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors)
+        rounds.append(found)
     assert rounds == [[ids[0]], [ids[1]], [ids[2]], [ids[3]], [ids[4]], [], [ids[0]]]
 
     later = now + timedelta(seconds=3)
@@ -680,8 +680,8 @@ def test_a_settled_incident_goes_on_unjudged_until_a_run_ends_and_closes_as_its_
             update(table).where(table.c.id == ids[4]).values(failure_streak=0, failing_since=None)
         )
     after_round = Cursors(settled_after=ids[4], ended_since=later)
-    found, _ = store.at_risk(later, 3600.0, 0.0, 2, after_round, waiting_since=waiting_since)
-    assert sorted(risk.columns["id"] for risk in found) == [ids[0], ids[1], ids[3], ids[4]]
+    found, _ = store.at_risk(later, 3600.0, 0.0, 2, after_round)
+    assert found == [ids[0], ids[1], ids[3], ids[4]]
     watchdog.judge(later)
     assert open_incidents() == {
         (ids[0], "failing"): "its last 4 occurrences failed",
@@ -719,8 +719,8 @@ def test_incidents_whose_trouble_may_be_over_are_judged_in_turn_a_look_at_a_time
     store = HealthStore(database_for(migrated))
     cursors, looks = Cursors(), []
     for _ in range(4):
-        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors, waiting_since=waiting_since)
-        looks.append(sorted(risk.columns["id"] for risk in found))
+        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors)
+        looks.append(found)
     assert looks == [ids[0:2], ids[2:4], ids[4:5], ids[0:2]]
     later = now + timedelta(seconds=5)
     watchdog.judge(later)
@@ -728,6 +728,47 @@ def test_incidents_whose_trouble_may_be_over_are_judged_in_turn_a_look_at_a_time
     watchdog.judge(later + timedelta(seconds=1))
     watchdog.judge(later + timedelta(seconds=2))
     assert still_open() == []
+
+
+@on_every_store
+def test_a_pass_reads_and_judges_the_schedules_it_found_a_part_at_a_time(
+    api: Bridge, migrated: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five failing schedules, parts of two: one pass reads them two, two and one at a time
+    and opens all five incidents; once they recover, one pass closes all five."""
+    from bridge.beat import watchdog as watchdog_module
+    from bridge.storage.health import HealthStore
+    from workers.app import app
+
+    monkeypatch.setattr(watchdog_module, "JUDGED_AT_ONCE", 2)
+    parts: list[list[int]] = []
+    judged = HealthStore.judged
+
+    def reading(self: HealthStore, ids: list[int], *args: Any, **kwargs: Any) -> Any:
+        parts.append(list(ids))
+        return judged(self, ids, *args, **kwargs)
+
+    monkeypatch.setattr(HealthStore, "judged", reading)
+    ids = [add(api, f"failing-{n}").id for n in range(5)]
+    table = PeriodicTask.__table__
+    with database_for(migrated).engine.begin() as connection:
+        connection.execute(
+            update(table)
+            .where(table.c.id.in_(ids))
+            .values(failure_streak=3, failing_since=FAILING_SINCE)
+        )
+    watchdog = watchdog_module.Watchdog(CeleryBroker(app), api.settings, api.database)
+    now = datetime.now(UTC)
+    watchdog.judge(now)
+    assert parts == [ids[0:2], ids[2:4], ids[4:5]]
+    query = "SELECT periodic_task_id FROM incident WHERE closed_at IS NULL"
+    assert sorted(row[0] for row in rows(migrated, query)) == ids
+    with database_for(migrated).engine.begin() as connection:
+        connection.execute(
+            update(table).where(table.c.id.in_(ids)).values(failure_streak=0, failing_since=None)
+        )
+    watchdog.judge(now + timedelta(seconds=1))
+    assert rows(migrated, query) == []
 
 
 @on_every_store
@@ -755,9 +796,9 @@ def test_the_watchdog_reads_only_the_open_runs_that_may_be_late_or_overrun(
     store = HealthStore(database_for(migrated))
 
     def looked(default_max_runtime: float) -> set[str]:
-        found, _ = store.at_risk(now, 3600.0, default_max_runtime, 10, waiting_since=waiting_since)
+        found, _ = store.at_risk(now, 3600.0, default_max_runtime, 10)
         names = {number: name for name, number in ids.items()}
-        return {names[risk.columns["id"]] for risk in found}
+        return {names[number] for number in found}
 
     assert looked(0.0) == {"overran", "late"}
     assert looked(60.0) == {"overran", "late", "no-limit", "zero"}
@@ -837,9 +878,7 @@ def test_the_look_at_ended_runs_gets_past_more_runs_ended_at_one_instant_than_it
     store = HealthStore(database_for(migrated))
     cursors, counts = Cursors(ended_since=instant - timedelta(seconds=1)), []
     for _ in range(3):
-        found, cursors = store.at_risk(
-            now, 3600.0, 0.0, 2, cursors, timedelta(seconds=10), waiting_since=waiting_since
-        )
+        found, cursors = store.at_risk(now, 3600.0, 0.0, 2, cursors, timedelta(seconds=10))
         counts.append(len(found))
     assert counts == [2, 2, 0]
     assert cursors.ended_since is not None and cursors.ended_since > instant

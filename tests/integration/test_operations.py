@@ -608,6 +608,19 @@ def test_the_watchdog_looks_at_failing_schedules_in_turn_when_there_are_more_tha
     assert looked == [ids[0:2], ids[2:4], ids[4:5], ids[0:2]]
 
 
+def failing(api: Bridge, migrated: str) -> list[int]:
+    """Five schedules failing since :data:`FAILING_SINCE`, with no incident yet: their ids."""
+    ids = [add(api, f"failing-{n}").id for n in range(5)]
+    table = PeriodicTask.__table__
+    with database_for(migrated).engine.begin() as connection:
+        connection.execute(
+            update(table)
+            .where(table.c.id.in_(ids))
+            .values(failure_streak=3, failing_since=FAILING_SINCE)
+        )
+    return ids
+
+
 def failing_with_incidents(
     api: Bridge, migrated: str, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[list[int], Any, datetime]:
@@ -617,14 +630,7 @@ def failing_with_incidents(
     from workers.app import app
 
     monkeypatch.setattr(watchdog_module, "AT_RISK_LIMIT", 2)
-    ids = [add(api, f"failing-{n}").id for n in range(5)]
-    table = PeriodicTask.__table__
-    with database_for(migrated).engine.begin() as connection:
-        connection.execute(
-            update(table)
-            .where(table.c.id.in_(ids))
-            .values(failure_streak=3, failing_since=FAILING_SINCE)
-        )
+    ids = failing(api, migrated)
     watchdog = watchdog_module.Watchdog(CeleryBroker(app), api.settings, api.database)
     now = datetime.now(UTC)
     for look in range(3):  # looks of 2, 2 and 1
@@ -749,14 +755,8 @@ def test_a_pass_reads_and_judges_the_schedules_it_found_a_part_at_a_time(
         return judged(self, ids, *args, **kwargs)
 
     monkeypatch.setattr(HealthStore, "judged", reading)
-    ids = [add(api, f"failing-{n}").id for n in range(5)]
+    ids = failing(api, migrated)
     table = PeriodicTask.__table__
-    with database_for(migrated).engine.begin() as connection:
-        connection.execute(
-            update(table)
-            .where(table.c.id.in_(ids))
-            .values(failure_streak=3, failing_since=FAILING_SINCE)
-        )
     watchdog = watchdog_module.Watchdog(CeleryBroker(app), api.settings, api.database)
     now = datetime.now(UTC)
     watchdog.judge(now)

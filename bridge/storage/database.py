@@ -456,11 +456,7 @@ class Database:
         from alembic.runtime.migration import MigrationContext
 
         config = self._alembic_config()
-        with (
-            self.engine.connect() as connection,
-            connection.begin(),
-            self._migrating_alone(connection),
-        ):
+        with self.engine.connect() as connection, self._migrating_alone(connection):
             schema = self._schema_on(connection)
             if schema.revision is not None and schema.revision not in schema.known:
                 problem = schema.refusal(__version__, shown_url(self.url))
@@ -473,31 +469,37 @@ class Database:
 
     @contextmanager
     def _migrating_alone(self, connection: Connection) -> Iterator[None]:
-        """Hold the migration lock of the store for the block, inside its transaction.
+        """Run the block in a transaction of ``connection``, holding the migration lock of
+        the store until that transaction has committed.
 
-        PostgreSQL's advisory lock ends with the transaction. MySQL has no
-        transactional DDL and no transaction-scoped lock: a named lock of the
-        session (one name per database: the names are the server's) is taken
-        and released around the block, and dies with the session if the
-        process does. SQLite's write lock,
-        taken as the transaction begins, serialises migrators by itself.
+        PostgreSQL's advisory lock is taken inside the transaction and ends with it.
+        MySQL has no transactional DDL and no transaction-scoped lock: a named lock of
+        the session (one name per database: the names are the server's) is taken
+        before the transaction and released after it, and dies with the session if
+        the process does. Released before the commit, it let the next migrator read
+        the revision before the last migration (whose DDL commits itself, but not the
+        version row written after it) and run that migration again. SQLite's write
+        lock, taken as the transaction begins, serialises migrators by itself.
         """
-        if connection.dialect.name == "postgresql":
-            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATE_LOCK_KEY})")
         if connection.dialect.name != "mysql":
-            yield
+            with connection.begin():
+                if connection.dialect.name == "postgresql":
+                    connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATE_LOCK_KEY})")
+                yield
             return
         lock = "CONCAT('bridge_migrate_', MD5(DATABASE()))"
         taken = connection.exec_driver_sql(
             f"SELECT GET_LOCK({lock}, {_MIGRATE_LOCK_WAIT})"
         ).scalar()
+        connection.commit()  # the statement's own transaction: the block has its own
         if taken != 1:
             raise BridgeError(
                 f"bridge_database_url ({shown_url(self.url)}): another migrate held the"
                 f" migration lock for {_MIGRATE_LOCK_WAIT} s; run migrate again once it is done"
             )
         try:
-            yield
+            with connection.begin():
+                yield
         finally:
             with contextlib.suppress(DBAPIError):  # a lost session took its lock with it
                 connection.exec_driver_sql(f"DO RELEASE_LOCK({lock})")

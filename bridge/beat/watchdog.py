@@ -242,7 +242,7 @@ class Watchdog:
             for schedule_id, (_, state) in states.items()
             if state.trouble
         }
-        # A schedule not judged now whose incident is settled keeps it open, as it is.
+        # The incidents of a schedule not in this part stay as they are until a part judges it.
         open_now = self.incidents.open_incidents(sorted(states))
         over = [
             incident.id

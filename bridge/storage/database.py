@@ -130,7 +130,8 @@ def _prepare_postgres(engine: Engine) -> None:
     they are kept (:class:`~bridge.storage.models.UTCDateTime`). ``SET`` and not a
     start-up option: PgBouncer refuses unknown start-up options, and keeps a client's
     ``TimeZone`` across the server connections it lends it. No statement of the bridge
-    depends on the session's zone (it compares and stores instants).
+    depends on the session's zone (it compares and stores instants, and writes a time
+    as text in UTC explicitly): with the ``SET`` lost, times are converted, not wrong.
     """
     from psycopg.types.array import ListBinaryDumper
 

@@ -19,9 +19,7 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     Select,
-    String,
     bindparam,
-    cast,
     func,
     select,
     true,
@@ -235,7 +233,7 @@ class HistoryStore:
         Each time is ISO 8601 text in UTC to the second (``2026-01-31T09:00:00Z``), as
         the list's strips show it: a page holds hundreds, and each read as a time, then
         written as text, cost more than the database took to find it. PostgreSQL writes
-        them; the other stores' text is the time as they keep it, naive UTC."""
+        them; the other stores' times are read and written in Python."""
         if not schedule_ids:
             return {}
         postgres = self.database.is_postgres
@@ -249,9 +247,13 @@ class HistoryStore:
             rows = session.connection().execute(statement, bound).all()
         for schedule_id, plan_time, status in rows:
             if plan_time is not None:
-                at = plan_time if postgres else f"{plan_time[:10]}T{plan_time[11:19]}Z"
+                at = plan_time if postgres else plan_time.strftime(ISO_UTC)
                 found.setdefault(schedule_id, []).append((at, status))
         return found
+
+
+#: A strip's time, as PostgreSQL writes it for :meth:`HistoryStore.recent_statuses`.
+ISO_UTC = "%Y-%m-%dT%H:%M:%SZ"
 
 
 @functools.cache
@@ -272,8 +274,9 @@ def _recent_statement(postgres: bool) -> Select[Any]:
             .limit(count)
             .lateral()
         )
-        # In the session's zone, UTC (bridge.storage.database._prepare_postgres).
-        iso = func.to_char(latest.c.plan_time, 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
+        # In UTC whatever the session's zone (a pooler may lend a server connection
+        # that never saw the bridge's ``SET TIME ZONE``).
+        iso = func.to_char(func.timezone("UTC", latest.c.plan_time), 'YYYY-MM-DD"T"HH24:MI:SS"Z"')
         return (
             select(ids.c.id, iso, latest.c.status)
             .select_from(ids.join(latest, true()))
@@ -293,7 +296,7 @@ def _recent_statement(postgres: bool) -> Select[Any]:
         .subquery()
     )
     return (
-        select(ranked.c.id, cast(ranked.c.plan_time, String), ranked.c.status)
+        select(ranked.c.id, ranked.c.plan_time, ranked.c.status)
         .where(ranked.c.n <= count)
         .order_by(ranked.c.id, ranked.c.plan_time, ranked.c.attempt)
     )

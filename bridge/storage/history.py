@@ -15,16 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    ColumnElement,
-    Integer,
-    Select,
-    bindparam,
-    func,
-    select,
-    true,
-    tuple_,
-)
+from sqlalchemy import ColumnElement, Integer, Select, bindparam, func, select, true, tuple_
 from sqlalchemy.orm import Session
 
 from bridge.errors import RunNotFound

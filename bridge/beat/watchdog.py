@@ -57,6 +57,10 @@ AT_RISK_LIMIT = 1000
 #: thousands, and holding all their rows and runs at once, while beat fires, grew the
 #: interpreter's memory at each such pass for good (docs/performance.md, Lag and memory).
 JUDGED_AT_ONCE = 200
+#: The schedules that ended runs since the last pass, counted at once: with the workers
+#: down, every schedule's expired run ends in the same minute, and counting them all at
+#: once grew the interpreter's memory for good, as judging them did (see above).
+COUNTED_AT_ONCE = 200
 #: The time one pass may spend pruning.
 PRUNE_BUDGET = 1.0
 #: Every schedule's runs are counted once in this time, a slice at each pass: what catches
@@ -141,6 +145,10 @@ class Watchdog:
         #: Schedules found to need a look, not yet pruned to their limits.
         self._pending: dict[int, FinalRuns] = {}
         self._ended_since: datetime | None = None
+        #: The round over the schedules that ended runs: the last one counted, and when the
+        #: round began.
+        self._ended_after = 0
+        self._ended_round = utcnow()
         self._count_after = 0
         self._count_slice = 0
         #: Per age limit in use, where its sweep has read to, and when they were read.
@@ -360,9 +368,17 @@ class Watchdog:
         what it needs is kept on the watchdog, so that a pass cut short loses nothing."""
         retention = self.retention
         since = self._ended_since or now - ENDED_SLACK
-        ended = retention.ended_since(since)
-        self._flag(to_look_at(retention.final_runs(ended, limits, now)))
-        self._ended_since = now - ENDED_SLACK
+        if not self._ended_after:
+            self._ended_round = now
+        ended = retention.ended_since(since, self._ended_after)
+        for start in range(0, len(ended), COUNTED_AT_ONCE):
+            part = ended[start : start + COUNTED_AT_ONCE]
+            self._flag(to_look_at(retention.final_runs(part, limits, now)))
+            self._ended_after = part[-1]
+            yield True
+        # The next round looks from when this one began: a pass cut short goes on after the
+        # last schedule it counted, and those it had counted may have ended runs since.
+        self._ended_since, self._ended_after = self._ended_round - ENDED_SLACK, 0
         yield True
         if not self._count_after:
             # As many slices as passes come in a round, at their current spacing.

@@ -128,19 +128,19 @@ class Retention:
         with self.database.session() as session:
             return session.scalar(select(func.max(PeriodicTask.id))) or 0
 
-    def ended_since(self, since: datetime) -> list[int]:
-        """The schedules with a run that became final at ``since`` or later (through the
-        index on ``(status, updated_at)``): the only ones whose count can have grown."""
+    def ended_since(self, since: datetime, after_id: int = 0) -> list[int]:
+        """The schedules, by id after ``after_id``, with a run that became final at
+        ``since`` or later (through the index on ``(status, updated_at)``): the only ones
+        whose count can have grown."""
         run = TaskExecution
         with self.database.session() as session:
-            return sorted(
-                found
-                for found in session.scalars(
+            return list(
+                session.scalars(
                     select(run.periodic_task_id)
-                    .where(_is_final(run), run.updated_at >= since)
+                    .where(_is_final(run), run.updated_at >= since, run.periodic_task_id > after_id)
                     .distinct()
+                    .order_by(run.periodic_task_id)
                 )
-                if found is not None
             )
 
     def count_slice(self, after_id: int, schedules: int, limits: Limits, now: datetime) -> Counted:

@@ -154,6 +154,7 @@ def test_counts_name_only_the_schedules_with_runs_to_delete(api: Bridge, migrate
     assert [f.id for f in to_look_at(retention.final_runs([aged, alone], limits, now))] == [aged]
     # Those that ended runs lately, through the index on (status, updated_at).
     assert retention.ended_since(now - 2 * minute) == [over, within, aged]
+    assert retention.ended_since(now - 2 * minute, within) == [aged]
     assert retention.ended_since(now + minute) == []
     for flagged in to_look_at(counted.counted):
         retention.prune_schedule(flagged, now)
@@ -196,3 +197,24 @@ def test_the_watchdog_prunes_over_its_passes(api: Bridge, migrated: str) -> None
     assert len(kept(migrated, counted)) == 5
     assert len(kept(migrated, aged)) == 1  # the latest success
     assert pruned_through(migrated, aged) is not None
+
+
+def test_a_pass_counts_the_schedules_that_ended_runs_a_part_at_a_time(
+    api: Bridge, migrated: str, monkeypatch: Any
+) -> None:
+    """With the workers down, every schedule's expired run ends in the same minute: a
+    pass counts them a part at a time, and prunes every one that went over its limit."""
+    from bridge.beat import watchdog as watchdog_module
+    from workers.app import app
+
+    monkeypatch.setattr(watchdog_module, "COUNTED_AT_ONCE", 2)
+    now = datetime.now(UTC).replace(microsecond=0)
+    ended = [add(api, f"ended-{i}", keep_runs=2) for i in range(5)]
+    watchdog = watchdog_module.Watchdog(CeleryBroker(app), api.settings, api.database)
+    watchdog.prune(now - timedelta(minutes=1))  # the first pass: nothing has ended since
+    for schedule in ended:
+        runs(migrated, schedule, [now - timedelta(seconds=i) for i in range(5)])
+    watchdog.prune(now)
+    # Each schedule keeps its 2 latest runs: counted within the one pass, not found by the
+    # slow count of every schedule (a slice of one schedule a pass here).
+    assert [len(kept(migrated, schedule)) for schedule in ended] == [2] * 5

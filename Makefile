@@ -20,8 +20,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# -qq: setuptools notes every editable install in a block of warnings, which is not
+# what a newcomer should read first; pip's errors still show.
 $(DEMO_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install -qq -e .
 	touch $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)

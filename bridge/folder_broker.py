@@ -46,6 +46,13 @@ class Channel(filesystem.Channel):
 class Transport(filesystem.Transport):
     Channel = Channel
 
+    @property
+    def default_connection_params(self) -> dict[str, Any]:
+        """No host: kombu's virtual transports default to ``localhost``, and a connection
+        to ``filesystem://`` logs a warning that it reverted to it, which means nothing
+        for a folder."""
+        return {}
+
 
 def use(app: Celery, folder: str | os.PathLike[str], polling_interval: float = 0.2) -> None:
     """Send ``app``'s messages through ``folder`` (created if missing): its ``queue``

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
 from queue import Empty
 
+import pytest
 from celery import Celery
 from kombu import Connection
 
@@ -58,3 +60,19 @@ def test_a_consumer_takes_every_message_whole_while_they_are_written(tmp_path: P
     assert not failures, failures[0]
     assert sorted(received) == list(range(MESSAGES))
     assert app.conf.broker_transport == TRANSPORT
+
+
+def test_a_connection_to_the_folder_logs_no_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kombu's virtual transports default to host ``localhost``, and it warned at every
+    clone of a connection (a worker's first lines) that it reverted to it: no host means
+    nothing for a folder."""
+    app = Celery("folder", set_as_current=False)
+    use(app, tmp_path / "broker")
+    with caplog.at_level(logging.WARNING), app.connection_for_write() as connection:
+        connection.ensure_connection(max_retries=1)
+        with connection.clone() as clone:
+            clone.SimpleQueue("quiet").put({"sent": True})
+        assert connection.SimpleQueue("quiet").get(timeout=5).payload == {"sent": True}
+    assert [record.getMessage() for record in caplog.records] == []

@@ -86,6 +86,10 @@ def test_make_demo_shows_runs_and_its_hint_reaches_the_demo(tmp_path: Path) -> N
         reader.join(10)
     printed = "".join(output)
     assert "worker and beat started; their logs are in .demo/." in printed
+    # What a newcomer reads first: not the build backend's notes on an editable install
+    # (pip's own lines depend on the machine's pip configuration).
+    installing = printed.split("worker and beat started")[0]
+    assert "setuptools" not in installing and "Editable install" not in installing, installing
     assert "stopped. Look around with, for example:" in printed
 
     hint = printed.rstrip().splitlines()[-1].strip()

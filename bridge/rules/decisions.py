@@ -178,7 +178,12 @@ def count_occurrences(timer: Timer, first: datetime, last: datetime) -> int:
 
 
 def first_at_or_after(timer: Timer, moment: datetime) -> datetime | None:
-    return timer.next_after(moment - _TICK)
+    """The timer's first occurrence at ``moment`` or after it (None: it has none)."""
+    try:
+        before = moment - _TICK
+    except OverflowError:  # the first instant a time holds (a backfill from year 1)
+        return timer.next_after(moment)
+    return timer.next_after(before)
 
 
 def fire_time(state: State, occurrence: datetime) -> datetime:

@@ -52,8 +52,11 @@ def check_name(name: Any) -> str:
 
     No control characters (a newline would break ``ls`` and every log line),
     no spaces around it (``show 'padded '`` would find nothing after the
-    shell or a copy and paste dropped them), and no last ``/``-separated part
-    that the HTTP paths use for a schedule's views and actions.
+    shell or a copy and paste dropped them), no last ``/``-separated part
+    that the HTTP paths use for a schedule's views and actions, and no part
+    that is empty, ``.`` or ``..``: clients, browsers and proxies tidy those
+    out of a URL's path, so ``/schedules/evil/../victim`` would reach
+    ``victim``, and a name with an empty part would not be reached at all.
     """
     if (
         not isinstance(name, str)
@@ -68,6 +71,10 @@ def check_name(name: Any) -> str:
             f"a text of 1 to {NAME_MAX} characters, without control characters "
             "or spaces at either end",
         )
+    if any(part in _PATH_STEPS for part in name.split("/")):
+        raise ValidationError(
+            "name", name, "a name whose '/'-separated parts are none of them empty, '.' or '..'"
+        )
     if name.rsplit("/", 1)[-1] in RESERVED_SEGMENTS:
         words = ", ".join(sorted(RESERVED_SEGMENTS))
         raise ValidationError(
@@ -75,6 +82,9 @@ def check_name(name: Any) -> str:
         )
     return name
 
+
+#: Parts of a URL's path that clients resolve or drop (see :func:`check_name`).
+_PATH_STEPS = frozenset({"", ".", ".."})
 
 #: Unicode categories a name may not hold: controls, format marks, surrogates,
 #: unassigned code points and line or paragraph separators.

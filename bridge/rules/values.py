@@ -90,7 +90,7 @@ def instant(field: str, value: Any, *, optional: bool = False) -> datetime | Non
     if not isinstance(value, datetime) or value.tzinfo is None:
         shown = value.isoformat() if isinstance(value, datetime) else value
         raise ValidationError(field, shown, expected)
-    return value.astimezone(UTC)
+    return in_utc(field, value, expected)
 
 
 def aware(field: str, value: Any) -> datetime:
@@ -100,7 +100,19 @@ def aware(field: str, value: Any) -> datetime:
         raise ValidationError(field, value, "a datetime with a UTC offset")
     if value.tzinfo is None:
         raise ValidationError(field, value.isoformat(), "a time with a UTC offset")
-    return value.astimezone(UTC)
+    return in_utc(field, value, "a time with a UTC offset")
+
+
+def in_utc(field: str, value: datetime, expected: str) -> datetime:
+    """An aware time in UTC; one that UTC puts outside years 1 to 9999 (the first hour
+    of year 1 east of UTC, the last of 9999 west of it) is refused, where converting it
+    raised ``OverflowError``."""
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError(
+            field, value.isoformat(), f"{expected}, within years 1 to 9999 in UTC"
+        ) from None
 
 
 def required_instant(field: str, value: Any) -> datetime:

@@ -51,6 +51,10 @@ from bridge.storage.runs import Sent
 
 #: Checks the app's broker and hands it over; raises when there is none to send with.
 Sender = Callable[[], Broker]
+#: The most occurrences one backfill sends: each is recorded and published while the
+#: caller waits (a few milliseconds each), and a limit of billions kept a server's thread
+#: and gigabytes of its memory for as long as the timer's occurrences were counted out.
+BACKFILL_MAX = 10_000
 
 
 class ManualRuns:
@@ -158,7 +162,7 @@ class ManualRuns:
             raise ValidationError(
                 "to", end, "a time no later than now (later occurrences are beat's to send)"
             )
-        limit = whole_number("limit", limit)
+        limit = whole_number("limit", limit, high=BACKFILL_MAX)
         mode = manual_overlap(overlap)
         schedule = self.readings.get(name)
         timer = parse_timer(schedule.timer, schedule.timezone, schedule.anchor)
@@ -259,6 +263,7 @@ def _occurrences(
         raise ValidationError(
             "to",
             given_end,
-            f"a range of at most {limit} occurrences (it has more; raise --limit to allow more)",
+            f"a range of at most {limit} occurrences (it has more; raise --limit, up to "
+            f"{BACKFILL_MAX}, or backfill it in parts)",
         )
     return found

@@ -119,6 +119,22 @@ HOSTILE: list[tuple[str, str, bytes | None, int, str, str]] = [
      "args"),
     ("PATCH", "/api/v1/schedules/target", b'{"jitter": NaN}', 422, "invalid", "jitter"),
     ("POST", "/api/v1/schedules/target/silence", b'{"for": NaN}', 422, "invalid", "for"),
+    # A name a client would tidy into another schedule's.
+    ("POST", "/api/v1/schedules", b'{"name": "evil/../target", "task": "workers.app.quick", '
+     b'"timer": "every 1h"}', 422, "invalid", "name"),
+    # Times that UTC puts outside the years a time can hold.
+    ("POST", "/api/v1/schedules", b'{%s, "start": "0001-01-01T00:00:00+01:00"}' % SCHEDULE, 422,
+     "invalid", "start"),
+    ("PATCH", "/api/v1/schedules/target", b'{"end": "9999-12-31T23:59:59-01:00"}', 422,
+     "invalid", "end"),
+    ("POST", "/api/v1/schedules/target/backfill", b'{"from": "0001-01-01T00:00:00+01:00", '
+     b'"to": "2026-01-01T00:00:00+00:00"}', 422, "invalid", "from"),
+    ("GET", "/api/v1/runs?since=0001-01-01T00:00:00%2B01:00", None, 422, "invalid", "since"),
+    ("POST", "/api/v1/schedules/target/backfill", b'{"from": "0001-01-01T00:00:00Z", '
+     b'"to": "2026-01-01T00:00:00Z"}', 422, "invalid", "to"),
+    # A backfill as long as it likes would hold a thread and its memory for as long.
+    ("POST", "/api/v1/schedules/target/backfill", b'{"from": "2026-01-01T00:00:00Z", '
+     b'"to": "2026-01-02T00:00:00Z", "limit": 2147483647}', 422, "invalid", "limit"),
     # NUL, in a body and in a filter, a name, a run id.
     ("POST", "/api/v1/schedules", b'{%s, "kwargs": {"a": "\\u0000"}}' % SCHEDULE, 422, "invalid",
      "kwargs"),
@@ -527,3 +543,28 @@ def test_the_dashboards_forms_and_filters_refuse_what_no_store_can_keep(server: 
     listing = httpx.get(server.url + "/schedules", params={"q": "\x00"}, headers=cookie)
     assert listing.status_code == 422 and "prefix" in listing.text
     assert server.stored() == before
+
+
+def test_a_forms_token_or_a_links_signature_beyond_ascii_is_refused(server: Server) -> None:
+    """A CSRF token, a message's signature or a bearer token with characters beyond ASCII
+    is a wrong one, refused as such: the comparison of secrets took only ASCII text and
+    answered 500."""
+    server.create("guarded")
+    cookie = server.session_cookie()
+    before = server.stored()
+    for path in ("/schedules/guarded/pause", "/new", "/schedules/bulk", "/calendars", "/logout"):
+        response = httpx.post(
+            server.url + path, data={"csrf": "jeton-volé", "name": "x"}, headers=cookie
+        )
+        assert response.status_code == 403, (path, response.text[:300])
+        assert "stale" in response.text, path
+    assert server.stored() == before
+    # The session goes on: the sign-out above was refused.
+    assert httpx.get(server.url + "/schedules", headers=cookie).status_code == 200
+    page = httpx.get(
+        server.url + "/schedules", params={"error": "forged", "sig": "signé"}, headers=cookie
+    )
+    assert page.status_code == 200 and 'role="alert"' not in page.text
+    bearer = {"Authorization": "Bearer jeton-été-0123456789".encode()}
+    answer = httpx.get(server.url + "/api/v1/schedules", headers=bearer)
+    assert answer.status_code == 401 and answer.json()["error"] == "unauthorized"

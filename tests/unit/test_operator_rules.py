@@ -276,11 +276,26 @@ def test_a_name_ending_in_a_word_of_the_paths_is_refused(name: str) -> None:
     assert "does not end with '/'" in caught.value.expected
 
 
+@pytest.mark.parametrize(
+    "name", [".", "..", "a/./b", "evil/../victim", "a/..", "../x", "a//b", "/a", "jobs/"]
+)
+def test_a_name_with_a_part_a_path_would_lose_is_refused(name: str) -> None:
+    """Clients tidy ``.``, ``..`` and empty parts out of a URL's path: such a name would
+    address another schedule, or none."""
+    from bridge.rules.definition import check_name
+
+    with pytest.raises(ValidationError) as caught:
+        check_name(name)
+    assert (caught.value.field, caught.value.value) == ("name", name)
+    assert "none of them empty, '.' or '..'" in caught.value.expected
+
+
 def test_names_with_slashes_otherwise_stand() -> None:
     from bridge.rules.definition import check_name
 
     assert check_name("team/report") == "team/report"
     assert check_name("runs-daily") == "runs-daily"
+    assert check_name("v1.2/...") == "v1.2/..."
 
 
 def test_requests_are_refused_from_other_sites_and_other_names() -> None:

@@ -20,7 +20,6 @@ request from another origin is refused. The signing of both is
 from __future__ import annotations
 
 import functools
-import hmac
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -84,6 +83,7 @@ from bridge.manage.web.security import (
     caller_of,
     csrf_token,
     message_signature,
+    same_secret,
     session_cookie,
     session_secret,
     tokens_configured,
@@ -190,7 +190,7 @@ async def _changing(request: Request) -> tuple[Bridge, dict[str, str], Viewer]:
     form = {key: str(value) for key, value in (await request.form()).items()}
     if not viewer.admin:
         raise Refused("this action needs the admin token; you are signed in with the read token")
-    if not hmac.compare_digest(form.get("csrf", ""), viewer.csrf):
+    if not same_secret(form.get("csrf", ""), viewer.csrf):
         raise Refused(STALE_FORM)
     bridge: Bridge = request.app.state.bridge
     client = request.client.host if request.client else None
@@ -269,7 +269,7 @@ def _flash(request: Request, kind: Flash) -> str | None:
         return None
     bridge: Bridge = request.app.state.bridge
     expected = _flash_signature(bridge.settings, kind, text)
-    return text if hmac.compare_digest(request.query_params.get("sig", ""), expected) else None
+    return text if same_secret(request.query_params.get("sig", ""), expected) else None
 
 
 def _back(bridge: Bridge, path: str, kind: Flash, text: str) -> RedirectResponse:
@@ -421,7 +421,7 @@ async def logout(request: Request) -> Response:
     form carries the session's CSRF token, as every form does: without it the session
     goes on (another site cannot sign the browser out)."""
     form = await request.form()
-    if not hmac.compare_digest(str(form.get("csrf", "")), form_token(request)):
+    if not same_secret(str(form.get("csrf", "")), form_token(request)):
         raise Refused(STALE_FORM)
     bridge: Bridge = request.app.state.bridge
     secret = session_secret(bridge.settings, request.cookies.get(SESSION_COOKIE))

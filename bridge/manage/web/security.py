@@ -79,20 +79,26 @@ def check_bind(host: str, settings: Settings) -> None:
         raise OpenToNetwork(host)
 
 
+def same_secret(given: str, expected: str) -> bool:
+    """Whether ``given`` is ``expected``, in a time that says nothing of where they differ.
+
+    Compared as UTF-8 bytes: ``hmac.compare_digest`` refuses text with any character
+    beyond ASCII with a ``TypeError``, and a form, a link or a header can carry any.
+    """
+    return hmac.compare_digest(
+        given.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
+
+
 def access_of(settings: Settings, token: str | None, client_host: str | None) -> Access:
     """What a request with bearer ``token`` from ``client_host`` may do."""
     if not tokens_configured(settings):
         return Access.ADMIN if is_loopback(client_host) else Access.NONE
     if token is None:
         return Access.NONE
-    given = token.encode()
     # Both comparisons always run, so the time taken says nothing of which matched.
-    admin = bool(settings.api_admin_token) and hmac.compare_digest(
-        given, settings.api_admin_token.encode()
-    )
-    read = bool(settings.api_read_token) and hmac.compare_digest(
-        given, settings.api_read_token.encode()
-    )
+    admin = bool(settings.api_admin_token) and same_secret(token, settings.api_admin_token)
+    read = bool(settings.api_read_token) and same_secret(token, settings.api_read_token)
     if admin:
         return Access.ADMIN
     return Access.READ if read else Access.NONE
@@ -217,7 +223,7 @@ def session_secret(settings: Settings, cookie: str | None) -> str | None:
     if not cookie or "." not in cookie:
         return None
     secret, _, signature = cookie.rpartition(".")
-    if not hmac.compare_digest(signature.encode(), _sign(_session_key(settings), secret).encode()):
+    if not same_secret(signature, _sign(_session_key(settings), secret)):
         return None
     return secret
 

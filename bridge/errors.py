@@ -14,15 +14,24 @@ class BridgeError(Exception):
     """Base class of every error the bridge raises on purpose."""
 
 
+#: The most characters of a refused value a message repeats: a value of 100,000 characters
+#: said back whole made a redirect's ``Location`` longer than proxies take.
+SHOWN_MAX = 500
+
+
 def shown(value: Any) -> str:
-    """``repr(value)``, or what it is when it has none: a whole number past the digits Python
-    writes (4,300), or a value nested deeper than the stack."""
+    """``repr(value)``, its first :data:`SHOWN_MAX` characters and its length when longer,
+    or what it is when it has none: a whole number past the digits Python writes (4,300),
+    or a value nested deeper than the stack."""
     try:
-        return repr(value)
+        text = repr(value)
     except RecursionError:
         return f"<a {type(value).__name__} nested too deep to show>"
     except ValueError:
         return f"<a {type(value).__name__} too long to show>"
+    if len(text) <= SHOWN_MAX:
+        return text
+    return f"{text[:SHOWN_MAX]}... ({len(text):,} characters in all)"
 
 
 class ValidationError(BridgeError, ValueError):

@@ -540,6 +540,15 @@ def test_the_dashboards_forms_and_filters_refuse_what_no_store_can_keep(server: 
         follow_redirects=False,
     )
     assert paused.status_code == 303 and "note" in paused.headers["location"]
+    # A refused value is said back in part: whole, it made a Location proxies refuse.
+    resumed = httpx.post(
+        server.url + "/schedules/formed/resume",
+        data={"csrf": csrf.group(1), "from": "x" * 100_000},
+        headers=cookie,
+        follow_redirects=False,
+    )
+    location = resumed.headers["location"]
+    assert resumed.status_code == 303 and "from" in location and len(location) < 4000, location
     listing = httpx.get(server.url + "/schedules", params={"q": "\x00"}, headers=cookie)
     assert listing.status_code == 422 and "prefix" in listing.text
     assert server.stored() == before

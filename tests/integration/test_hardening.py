@@ -549,6 +549,19 @@ def test_the_dashboards_forms_and_filters_refuse_what_no_store_can_keep(server: 
     )
     location = resumed.headers["location"]
     assert resumed.status_code == 303 and "from" in location and len(location) < 4000, location
+    # Bytes that are not UTF-8: refused naming the field, not stored as U+FFFD.
+    for raw in (b"%ff%fe", b"%ed%bf%bf", b"caf\xe9"):
+        body = b"csrf=%s&task=%s&timer=every+1h&name=%s" % (
+            csrf.group(1).encode(),
+            QUICK.encode(),
+            raw,
+        )
+        form = {**cookie, "Content-Type": "application/x-www-form-urlencoded"}
+        sent = httpx.post(server.url + "/new", content=body, headers=form)
+        assert sent.status_code == 422 and "name: got" in sent.text, (raw, sent.text[:300])
+    # A link's value no page takes back to a form: the error page, as the API's 422.
+    cursor = httpx.get(server.url + "/schedules/formed", params={"runs": "bogus"}, headers=cookie)
+    assert cursor.status_code == 422, cursor.text[:300]
     listing = httpx.get(server.url + "/schedules", params={"q": "\x00"}, headers=cookie)
     assert listing.status_code == 422 and "prefix" in listing.text
     assert server.stored() == before

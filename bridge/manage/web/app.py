@@ -233,13 +233,15 @@ def _add_errors(app: FastAPI) -> None:
     @app.exception_handler(StateConflict)
     def conflict(request: Request, exc: StateConflict) -> Response:
         if dashboard.is_page(request):
-            return dashboard.refused(request, exc)
+            return dashboard.refused(request, exc, 409)
         return answer(409, {**refusal(exc), "error": "conflict"})
 
     @app.exception_handler(ValidationError)
     def invalid(request: Request, exc: ValidationError) -> Response:
         if dashboard.is_page(request):
-            return dashboard.refused(request, exc)
+            # A value a page's handler did not take back to its form (a link's cursor, a
+            # field that is not UTF-8): the error page, with the API's status for it.
+            return dashboard.refused(request, exc, 422)
         return answer(422, refusal(exc))
 
     @app.exception_handler(RequestValidationError)

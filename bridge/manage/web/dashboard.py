@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote_to_bytes, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import FormData
 
 from bridge.clock import utcnow
 from bridge.config import Settings
@@ -177,6 +178,36 @@ def viewer_of(request: Request) -> Viewer:
     return Viewer(access, form_token(request), signed_in, name)
 
 
+#: What a form's field must be when it is sent URL-encoded, as the dashboard's forms are.
+FORM_TEXT_EXPECTED = "text in UTF-8"
+
+
+async def form_of(request: Request) -> FormData:
+    """The request's form, once each URL-encoded field is found to be UTF-8.
+
+    Starlette reads bytes that are not UTF-8 as U+FFFD and goes on, so a name
+    sent so would be stored as other text than was given. Such a field is
+    refused naming it, before anything is read from the form or written.
+    """
+    body = await request.body()  # kept by the request: the form is read from it
+    if request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        for pair in body.split(b"&"):
+            raw_name, _, raw_value = pair.partition(b"=")
+            name = _form_text(raw_name)
+            if name is None or _form_text(raw_value) is None:
+                field = name if name is not None else "form"
+                raise ValidationError(field, "<bytes that are not UTF-8>", FORM_TEXT_EXPECTED)
+    return await request.form()
+
+
+def _form_text(raw: bytes) -> str | None:
+    """A URL-encoded text, or None when its bytes are not UTF-8."""
+    try:
+        return unquote_to_bytes(raw.replace(b"+", b" ")).decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 class SignInNeeded(Exception):
     """The page needs a session the browser does not have."""
 
@@ -187,7 +218,7 @@ async def _changing(request: Request) -> tuple[Bridge, dict[str, str], Viewer]:
     viewer = await run_in_threadpool(viewer_of, request)
     if viewer.access is Access.NONE:
         raise SignInNeeded()
-    form = {key: str(value) for key, value in (await request.form()).items()}
+    form = {key: str(value) for key, value in (await form_of(request)).items()}
     if not viewer.admin:
         raise Refused("this action needs the admin token; you are signed in with the read token")
     if not same_secret(form.get("csrf", ""), viewer.csrf):
@@ -359,7 +390,7 @@ def login_page(request: Request) -> HTMLResponse:
 
 @router.post("/login", response_model=None)
 async def login(request: Request) -> Response:
-    form = await request.form()
+    form = await form_of(request)
     bridge: Bridge = request.app.state.bridge
     token = str(form.get("token", ""))
     target = str(form.get("next", "/"))
@@ -420,7 +451,7 @@ async def logout(request: Request) -> Response:
     """Sign out: the session ends in the store, so its cookie signs no one in again. Its
     form carries the session's CSRF token, as every form does: without it the session
     goes on (another site cannot sign the browser out)."""
-    form = await request.form()
+    form = await form_of(request)
     if not same_secret(str(form.get("csrf", "")), form_token(request)):
         raise Refused(STALE_FORM)
     bridge: Bridge = request.app.state.bridge
@@ -640,7 +671,7 @@ async def bulk(request: Request) -> Response:
     then each change through the bridge, audited one by one; a schedule a change does
     not apply to (paused already, say) is left as it is and counted."""
     bridge, form, viewer = await _changing(request)
-    ticked = [str(name) for name in (await request.form()).getlist("names")]
+    ticked = [str(name) for name in (await form_of(request)).getlist("names")]
     return await run_in_threadpool(_bulk, request, bridge, form, ticked, viewer)
 
 
@@ -1011,8 +1042,8 @@ def sign_in(request: Request, _exc: Exception) -> Response:
     return RedirectResponse("/login?" + urlencode({"next": target}), status_code=303)
 
 
-def refused(request: Request, exc: Exception) -> HTMLResponse:
-    return render(request, "error.html", viewer_of(request), 403, problem_text=str(exc))
+def refused(request: Request, exc: Exception, status: int = 403) -> HTMLResponse:
+    return render(request, "error.html", viewer_of(request), status, problem_text=str(exc))
 
 
 def refused_action(request: Request, exc: Exception) -> Response:

@@ -17,7 +17,7 @@ refusal for a missing app or broker library belongs among the checks.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from datetime import datetime
 from itertools import islice
 from typing import Any
@@ -195,11 +195,10 @@ class ManualRuns:
             change = Change(actor, "backfill")
             self.store.note_action(schedule.id, schedule.name, change, utcnow(), **range_)
         return Backfill(
-            created=self._runs(sent), existing=len(plans) - len(sent), excluded=len(on_calendars)
+            created=[Run.of(row, schedule.name) for row in self.store.runs(sent)],
+            existing=len(plans) - len(sent),
+            excluded=len(on_calendars),
         )
-
-    def _runs(self, run_ids: Collection[str]) -> list[Run]:
-        return [Run.of(row) for row in self.store.runs(run_ids)]
 
     def _make_way(
         self, broker: Broker, schedule: Schedule, overlap: Overlap, command: str, reason: str

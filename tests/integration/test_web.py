@@ -139,6 +139,10 @@ def test_reads_need_a_token_and_changes_the_admin_token(deployment: Deployment) 
     # Probes need no token.
     assert deployment.anonymous.get("/healthz").text == "ok\n"
     assert deployment.anonymous.get("/readyz").json()["ready"] is True
+    # As load balancers probe them: HEAD, the same status and no body.
+    for probe in ("/healthz", "/readyz"):
+        head = deployment.anonymous.head(probe)
+        assert (head.status_code, head.content) == (200, b""), probe
 
 
 def test_the_token_is_checked_before_anything_else_of_the_request(
@@ -318,6 +322,15 @@ def test_malformed_bodies_and_queries_are_refused_in_one_shape(deployment: Deplo
         )
         assert refused.status_code == status, refused.text
         assert refused.json()["error"] in {"unauthorized", "forbidden"}
+    # A JSON body under another Content-Type, or none at all: malformed, said in words.
+    body = b'{"name": "typed", "task": "workers.app.quick", "timer": "every 1h"}'
+    for content, kind in ((body, "text/plain"), (body, None), (b"", None)):
+        headers = {} if kind is None else {"content-type": kind}
+        sent = deployment.admin.post("/api/v1/schedules", content=content, headers=headers)
+        answer = sent.json()
+        assert (sent.status_code, answer["error"], answer["field"]) == (400, "malformed", "body")
+        assert "application/json" in answer["message"] and "b'" not in answer["message"]
+    assert deployment.reader.get("/api/v1/schedules/typed").status_code == 404
     bad_limit = deployment.reader.get("/api/v1/schedules", params={"limit": "lots"})
     assert bad_limit.status_code == 422
     assert bad_limit.json()["field"] == "limit"
@@ -571,6 +584,7 @@ def test_backfill_sends_each_occurrence_once(deployment: Deployment) -> None:
     path = "/api/v1/schedules/backfilled/backfill"
     first = deployment.change(path, 201, json=body).json()
     assert (len(first["created"]), first["existing"]) == (5, 0)
+    assert {run["schedule"] for run in first["created"]} == {"backfilled"}
     second = deployment.change(path, 201, json=body).json()
     assert (len(second["created"]), second["existing"]) == (0, 5)
     wait_for(
@@ -710,15 +724,25 @@ def test_metrics_parse_and_show_each_schedule(deployment: Deployment) -> None:
         what="a successful run",
     )
     deployment.admin.post("/api/v1/schedules/measured/pause")
-    text = deployment.reader.get("/metrics").text
-    families = {family.name: family for family in text_string_to_metric_families(text)}
-    samples = {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in families.values()
-        for sample in family.samples
-    }
     measured = (("schedule", "measured"),)
-    assert samples[("bridge_schedule_paused", measured)] == 1.0
+    families: dict[str, Any] = {}
+    samples: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+
+    def scraped() -> bool:
+        # A scrape answers from a reading up to 2 s old (docs/http.md): one taken before
+        # the pause, on a loaded machine, says the schedule is not paused yet.
+        text = deployment.reader.get("/metrics").text
+        families.update({family.name: family for family in text_string_to_metric_families(text)})
+        samples.update(
+            {
+                (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+                for family in families.values()
+                for sample in family.samples
+            }
+        )
+        return samples.get(("bridge_schedule_paused", measured)) == 1.0
+
+    wait_for(scraped, 30, interval=0.5, what="a scrape that shows the schedule paused")
     assert (
         samples[("bridge_schedule_runs_total", (("schedule", "measured"), ("status", "SUCCESS")))]
         >= 1

@@ -258,6 +258,20 @@ def _add_errors(app: FastAPI) -> None:
             error = first.get("ctx", {}).get("error", "not JSON")
             return answer(400, malformed(f"a JSON object (the body is not JSON: {error})"))
         location = [part for part in first.get("loc", ()) if part not in ("body", "query")]
+        if first.get("loc", ())[:1] == ("body",) and not location:
+            sent = first.get("input")
+            declared = request.headers.get("content-type", "")
+            if isinstance(sent, bytes) or (sent is None and "json" not in declared):
+                # FastAPI reads a body as JSON only when its Content-Type says so; any other
+                # body (or none) reaches the model as bytes, which no message should show.
+                try:
+                    check_caller(request)
+                except NotAllowed as refused:
+                    return not_allowed(request, refused)
+                problem = "no body" if not sent else f"a body sent as {declared or 'no type'}"
+                return answer(
+                    400, malformed(f"a JSON object sent as application/json (got {problem})")
+                )
         if first.get("loc", ())[:1] == ("body",) and (not location or isinstance(location[0], int)):
             # The body itself (not one of its fields) is refused: a list, a text, a number.
             field, expected = "body", "a JSON object"
@@ -473,6 +487,15 @@ def _add_operations(app: FastAPI, bridge: Bridge) -> None:
         if problem is not None:
             return _not_ready(problem)
         return JSONAnswer({"ready": True, "revision": schema.revision, "version": __version__})
+
+    # Load balancers and orchestrators may probe with HEAD: the same status, no body.
+    @app.head("/healthz", include_in_schema=False)
+    async def healthz_head() -> Response:
+        return Response(media_type="text/plain")
+
+    @app.head("/readyz", include_in_schema=False)
+    def readyz_head() -> Response:
+        return Response(status_code=readyz().status_code, media_type="application/json")
 
     exposition = metrics.exposition_for(bridge, app.state.queue_names)
 

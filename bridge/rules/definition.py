@@ -18,7 +18,7 @@ from bridge.errors import ValidationError
 from bridge.rules.calendars import require_known
 from bridge.rules.canvas import Canvas, parse_canvas
 from bridge.rules.decisions import within_bounds
-from bridge.rules.options import check_options
+from bridge.rules.options import QUEUE_EXPECTED, check_written_options, is_queue_name
 from bridge.rules.policy import Policies
 from bridge.rules.timers import Timer, TimerSyntaxError, UnknownTimezone, load_zone, parse_timer
 from bridge.rules.values import CLEAN_TEXT, clean_text, dumps, json_input, json_value, text_problem
@@ -367,7 +367,9 @@ def build_definition(
                 json_input("kwargs", {} if kwargs is None else kwargs, dict, "a JSON object")
             )
         ),
-        options=dumps(check_options(json_input("options", options or {}, dict, "a JSON object"))),
+        options=dumps(
+            check_written_options(json_input("options", options or {}, dict, "a JSON object"))
+        ),
         policies=Policies.build(policies or {}, base),
     )
     if known_calendars is not None:
@@ -406,7 +408,7 @@ def with_queue(options: Mapping[str, Any] | str | None, queue: Any) -> Any:
     ``add --queue q`` is ``--options '{"queue": "q"}'``."""
     if queue is None:
         return options
-    if not isinstance(queue, str) or not queue.strip() or text_problem(queue) is not None:
-        raise ValidationError("queue", queue, f"a queue name, {_CLEAN}")
+    if not is_queue_name(queue):
+        raise ValidationError("queue", queue, QUEUE_EXPECTED)
     decoded: dict[str, Any] = json_value("options", options or {}, dict, "a JSON object")
     return {**decoded, "queue": queue}

@@ -6,6 +6,7 @@ beat tries to send it.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,24 @@ def _is_seconds(value: Any) -> bool:
     except ValidationError:
         return False
     return True
+
+
+#: The longest queue name a schedule is given: RabbitMQ takes 255 bytes, and the name is
+#: shown in listings and as a label of ``/metrics``.
+QUEUE_MAX = 255
+#: What a queue name given to a schedule must be.
+QUEUE_EXPECTED = f"a queue name of 1 to {QUEUE_MAX} characters, without control characters"
+
+
+def is_queue_name(value: Any) -> bool:
+    """A queue name a broker takes and a listing shows on one line: no control character
+    (a line feed in one splits the lines of listings), no lone surrogate."""
+    return (
+        isinstance(value, str)
+        and bool(value.strip())
+        and len(value) <= QUEUE_MAX
+        and not any(unicodedata.category(char) in ("Cc", "Cs") for char in value)
+    )
 
 
 #: What each option's value must be, so that a bad value is refused when the
@@ -56,4 +75,14 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
         accepts, expected = _OPTION_CHECKS[key]
         if not accepts(value):
             raise ValidationError(f"options.{key}", value, expected)
+    return options
+
+
+def check_written_options(options: dict[str, Any]) -> dict[str, Any]:
+    """:func:`check_options`, and a queue name :func:`is_queue_name` takes: options as a
+    schedule is written. Beat reads rows with :func:`check_options` alone, so that a row
+    written before the queue's rule was made keeps firing."""
+    check_options(options)
+    if "queue" in options and not is_queue_name(options["queue"]):
+        raise ValidationError("options.queue", options["queue"], QUEUE_EXPECTED)
     return options

@@ -119,6 +119,11 @@ HOSTILE: list[tuple[str, str, bytes | None, int, str, str]] = [
      "args"),
     ("PATCH", "/api/v1/schedules/target", b'{"jitter": NaN}', 422, "invalid", "jitter"),
     ("POST", "/api/v1/schedules/target/silence", b'{"for": NaN}', 422, "invalid", "for"),
+    # A queue name that would split a listing's lines.
+    ("POST", "/api/v1/schedules", b'{%s, "queue": "a\\r\\nb"}' % SCHEDULE, 422, "invalid",
+     "queue"),
+    ("PATCH", "/api/v1/schedules/target", b'{"options": {"queue": "\\u001b[31m"}}', 422,
+     "invalid", "options.queue"),
     # A name a client would tidy into another schedule's.
     ("POST", "/api/v1/schedules", b'{"name": "evil/../target", "task": "workers.app.quick", '
      b'"timer": "every 1h"}', 422, "invalid", "name"),

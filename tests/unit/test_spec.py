@@ -624,6 +624,32 @@ def test_option_values_of_the_wrong_kind_are_refused(
     assert (caught.value.field, caught.value.value) == (field, value)
 
 
+@pytest.mark.parametrize(
+    "queue", ["", " ", "a\nb", "a\r\nb", "\x1b[31mred\x07", "q" * 256, "\udfff"]
+)
+def test_a_schedule_is_given_no_queue_a_listing_or_a_broker_cannot_take(queue: str) -> None:
+    """On write, in ``options`` and as ``--queue``; beat still reads a row written before
+    the rule, so that it keeps firing."""
+    from bridge.rules.definition import with_queue
+    from bridge.rules.options import check_written_options
+
+    with pytest.raises(ValidationError) as caught:
+        check_written_options({"queue": queue})
+    assert (caught.value.field, caught.value.value) == ("options.queue", queue)
+    with pytest.raises(ValidationError) as given:
+        with_queue({}, queue)
+    assert (given.value.field, given.value.value) == ("queue", queue)
+    if queue.strip():
+        assert check_options({"queue": queue}) == {"queue": queue}
+
+
+def test_a_queue_name_of_any_printable_text_up_to_255_characters_stands() -> None:
+    from bridge.rules.options import check_written_options
+
+    for queue in ("celery", "reports.high-priority", "files/ingest", "q" * 255, "очередь"):
+        assert check_written_options({"queue": queue}) == {"queue": queue}
+
+
 @pytest.mark.parametrize("raw", ["nan", "inf", "-inf"])
 def test_settings_refuse_non_finite_numbers(raw: str) -> None:
     with pytest.raises(ValidationError) as caught:

@@ -227,6 +227,15 @@ def _add_errors(app: FastAPI) -> None:
     def answer(status: int, body: dict[str, Any], **headers: str) -> JSONAnswer:
         return JSONAnswer(body, status_code=status, headers=headers or None)
 
+    def unreadable(request: Request, expected: str) -> JSONAnswer:
+        """400 for a body that is not a JSON value at all, to a caller the token allows: the
+        others learn nothing of what a body should be."""
+        try:
+            check_caller(request)
+        except NotAllowed as refused:
+            return not_allowed(request, refused)
+        return answer(400, malformed(expected))
+
     for kind, page in dashboard.PAGE_ERRORS.items():
         app.add_exception_handler(kind, page)
 
@@ -251,28 +260,21 @@ def _add_errors(app: FastAPI) -> None:
         first = exc.errors()[0]
         kind = first.get("type", "")
         if kind == "json_invalid":
-            try:
-                check_caller(request)
-            except NotAllowed as refused:
-                return not_allowed(request, refused)
             error = first.get("ctx", {}).get("error", "not JSON")
-            return answer(400, malformed(f"a JSON object (the body is not JSON: {error})"))
+            return unreadable(request, f"a JSON object (the body is not JSON: {error})")
         location = [part for part in first.get("loc", ()) if part not in ("body", "query")]
-        if first.get("loc", ())[:1] == ("body",) and not location:
-            sent = first.get("input")
-            declared = request.headers.get("content-type", "")
-            if isinstance(sent, bytes) or (sent is None and "json" not in declared):
-                # FastAPI reads a body as JSON only when its Content-Type says so; any other
-                # body (or none) reaches the model as bytes, which no message should show.
-                try:
-                    check_caller(request)
-                except NotAllowed as refused:
-                    return not_allowed(request, refused)
-                problem = "no body" if not sent else f"a body sent as {declared or 'no type'}"
-                return answer(
-                    400, malformed(f"a JSON object sent as application/json (got {problem})")
-                )
-        if first.get("loc", ())[:1] == ("body",) and (not location or isinstance(location[0], int)):
+        in_body = first.get("loc", ())[:1] == ("body",)
+        sent, declared = first.get("input"), request.headers.get("content-type", "")
+        if (
+            in_body
+            and not location
+            and (isinstance(sent, bytes) or (sent is None and "json" not in declared))
+        ):
+            # FastAPI reads a body as JSON only when its Content-Type says so; any other
+            # body (or none) reaches the model as bytes, which no message should show.
+            problem = "no body" if not sent else f"a body sent as {declared or 'no type'}"
+            return unreadable(request, f"a JSON object sent as application/json (got {problem})")
+        if in_body and (not location or isinstance(location[0], int)):
             # The body itself (not one of its fields) is refused: a list, a text, a number.
             field, expected = "body", "a JSON object"
         else:
@@ -283,7 +285,7 @@ def _add_errors(app: FastAPI) -> None:
                 expected = "a value: the field is required"
             else:
                 expected = str(first.get("msg", "a valid value"))
-        value = first.get("input") if kind != "missing" else None
+        value = sent if kind != "missing" else None
         return answer(422, refusal(ValidationError(field, _jsonable(value), expected)))
 
     @app.exception_handler(HTTPException)
@@ -292,16 +294,12 @@ def _add_errors(app: FastAPI) -> None:
         # FastAPI's 400 for a body it could not decode, in the bridge's shape.
         status = exc.status_code
         if status == 400:
-            try:
-                check_caller(request)
-            except NotAllowed as refused:
-                return not_allowed(request, refused)
             cause = exc.__cause__
             reason = next(
                 (words for kind, words in UNREADABLE.items() if isinstance(cause, kind)),
                 "a JSON object",
             )
-            return answer(400, malformed(reason))
+            return unreadable(request, reason)
         if status == 404:
             if dashboard.is_page(request) and dashboard.wants_html(request):
                 return dashboard.no_page(request)

@@ -84,6 +84,11 @@ class Finished:
     advanced: Advanced
 
 
+def renewal_due(marked: datetime, lease_seconds: float, now: datetime) -> bool:
+    """Whether half a lease has passed since a batch's marks were set."""
+    return now - marked >= timedelta(seconds=lease_seconds / 2)
+
+
 def renew_marks(
     store: BeatStore,
     instance: str,
@@ -100,7 +105,7 @@ def renew_marks(
     leases expire, or another instance would fire them too. A row taken
     over fails the guard of the next write to it.
     """
-    if now - marked < timedelta(seconds=lease_seconds / 2):
+    if not renewal_due(marked, lease_seconds, now):
         return [], marked
     held = store.renew(instance, rows, now)
     return [row for row in rows if row not in held], now

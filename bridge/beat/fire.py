@@ -45,7 +45,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple, TypeVar
 
-from bridge.beat.finishing import Finish, Finished, Finisher, Fired, finish, renew_marks
+from bridge.beat.finishing import (
+    Finish,
+    Finished,
+    Finisher,
+    Fired,
+    finish,
+    renew_marks,
+    renewal_due,
+)
 from bridge.beat.metrics import BeatMetrics
 from bridge.clock import utcnow
 from bridge.config import Settings
@@ -549,14 +557,15 @@ class FireSequence:
 
     def _renew(self, batch: _Batch) -> None:
         """Renew the batch's marks once half a lease has passed since they were set
-        (:func:`~bridge.beat.finishing.renew_marks`); a row taken over leaves the batch."""
+        (:func:`~bridge.beat.finishing.renew_marks`); a row taken over leaves the batch.
+
+        Asked before each fire a batch publishes: whether it is due is looked at first,
+        as listing the batch's rows each time cost a twentieth of the burst."""
+        now = utcnow()
+        if not renewal_due(batch.marked, self.settings.lease_seconds, now):
+            return
         taken, batch.marked = renew_marks(
-            self.store,
-            self.instance,
-            batch.ids,
-            batch.marked,
-            self.settings.lease_seconds,
-            utcnow(),
+            self.store, self.instance, batch.ids, batch.marked, self.settings.lease_seconds, now
         )
         for row_id in taken:
             logger.warning(

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import amqp
 import kombu.exceptions
 from celery import Celery, signature
 from celery.utils.nodenames import anon_nodename
@@ -189,8 +190,86 @@ def _batch_producer_class(producer_class: type) -> type:
 
 def batch_producer(app: Celery, connection: Any) -> Any:
     """A producer of the app's class for publishing many messages over ``connection``
-    (see :class:`_SkipsDeclared`)."""
-    return _batch_producer_class(app.amqp.Producer)(connection, auto_declare=False)
+    (see :class:`_SkipsDeclared`); on RabbitMQ its channel also writes a batch's
+    messages together (see :class:`AmqpPublishBatch`)."""
+    producer = _batch_producer_class(app.amqp.Producer)(connection, auto_declare=False)
+    channel = producer.channel
+    if isinstance(channel, amqp.Channel) and not channel.connection.confirm_publish:
+        # Kombu's batch asks the channel for a batch of its own (Redis has one; py-amqp
+        # has none). Beat's connection is its alone, so no other producer sees it.
+        channel.create_publish_batch = functools.partial(AmqpPublishBatch, channel)
+    return producer
+
+
+class AmqpPublishBatch:
+    """A kombu publish batch for a py-amqp channel: the frames of the batch's messages
+    are written to the socket together, :data:`AMQP_WRITE_BYTES` at a time, rather
+    than one ``sendall`` a message.
+
+    Over a socket to a local RabbitMQ each write also runs the broker's side of
+    the delivery in the kernel, and was a fifth of beat's publishing CPU; the
+    messages, their order and their properties are py-amqp's own, written by
+    ``basic_publish`` (which still drains the socket for a ``connection.blocked``
+    notice before each). Any other write on the connection (a declaration, a
+    heartbeat) first sends what is held, so a request that waits for its answer
+    is never held back. Not with publisher confirms, where each publish waits
+    for its ack: :func:`batch_producer` offers no batch then.
+
+    A failed write leaves the delivery of the batch uncertain, as a Redis
+    pipeline does; beat then marks none of it sent and publishes it again.
+    """
+
+    def __init__(self, channel: Any, max_size: int) -> None:
+        self.channel = channel
+        self.max_size = max_size
+        self._transport = channel.connection.transport
+        self._send = self._transport._write
+        self._held: list[bytes] = []
+        self._size = 0
+        self._messages = 0
+        self._publishing = False
+        self._transport._write = self._write
+
+    def publish(self, message: Any, **kwargs: Any) -> Any:
+        held = len(self._held)
+        self._publishing = True
+        try:
+            result = self.channel.basic_publish(message, **kwargs)
+        except BaseException:
+            # Not a frame of a message left half written: the stream stays whole.
+            del self._held[held:]
+            raise
+        finally:
+            self._publishing = False
+        self._messages += 1
+        if self._size >= AMQP_WRITE_BYTES or self._messages >= self.max_size:
+            self.flush()
+        return result
+
+    def _write(self, data: bytes) -> None:
+        if self._publishing:
+            # py-amqp writes each frame from a buffer it reuses: hold a copy.
+            self._held.append(bytes(data))
+            self._size += len(data)
+            return
+        self.flush()
+        self._send(data)
+
+    def flush(self) -> None:
+        held, self._held, self._size, self._messages = self._held, [], 0, 0
+        if held:
+            self._send(b"".join(held))
+
+    def discard(self) -> None:
+        self._held, self._size, self._messages = [], 0, 0
+
+    def close(self) -> None:
+        self.discard()
+        self._transport._write = self._send
+
+
+#: Bytes of a batch's frames held before they are written (a write a hundred messages).
+AMQP_WRITE_BYTES = 64 * 1024
 
 
 class CeleryBroker:

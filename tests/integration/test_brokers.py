@@ -214,6 +214,55 @@ def test_beats_producer_declares_each_queue_once_a_connection(amqp_url: str) -> 
     wait_for(lambda: waiting() == 2, 10, what="two messages queued")
 
 
+def test_a_batch_on_rabbitmq_delivers_every_message_in_order(amqp_url: str) -> None:
+    """Beat's batches on RabbitMQ write their messages together: every one arrives, in
+    the order published, whole, across several writes and a declaration of a new queue
+    in the middle of the batch (which waits for RabbitMQ's answer, so must not be held
+    back); a batch that fails is not sent at all, and the connection stays usable."""
+    app = Celery("batched", broker=amqp_url, set_as_current=False)
+    first, second = (f"batched-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    big = "x" * 2000  # 300 messages of 2 KB: several writes of AMQP_WRITE_BYTES
+    with app.connection_for_write() as connection:
+        producer = batch_producer(app, connection)
+        transport = producer.channel.connection.transport
+        writes: list[int] = []
+        sendall = transport._write
+
+        def counted(data: bytes) -> None:
+            writes.append(len(data))
+            sendall(data)
+
+        transport._write = counted
+        with producer.batch(max_size=500):
+            for i in range(300):
+                queue = first if i < 150 else second  # the second queue declared mid-batch
+                app.send_task("tests.nothing", args=[i, big], producer=producer, queue=queue)
+        assert transport._write is counted  # given back when the batch closed
+
+        def failing_batch() -> None:
+            with producer.batch(max_size=500):
+                app.send_task("tests.nothing", args=["dropped"], producer=producer, queue=first)
+                raise RuntimeError("the batch fails before it is flushed")
+
+        with pytest.raises(RuntimeError):
+            failing_batch()
+        app.send_task("tests.nothing", args=[300, big], producer=producer, queue=second)
+        assert 3 < len(writes) < 100  # far fewer writes than messages
+        got: dict[str, list[int]] = {first: [], second: []}
+        for queue, expected in ((first, 150), (second, 151)):
+            with connection.SimpleQueue(queue) as received:
+                for _ in range(expected):
+                    message = received.get(timeout=10)
+                    args = message.decode()[0]
+                    assert args[1] == big
+                    got[queue].append(args[0])
+                    message.ack()
+                assert received.qsize() == 0
+            connection.default_channel.queue_delete(queue)
+    assert got[first] == list(range(150))
+    assert got[second] == list(range(150, 301))
+
+
 @pytest.mark.parametrize("pooled", [False, True], ids=["beat", "api"])
 @pytest.mark.parametrize("broker", ["redis", "rabbitmq"])
 def test_a_runs_message_is_the_one_send_task_composes(

@@ -124,7 +124,11 @@ class Publisher:
             **options,
         )
         if producer is not None:
-            amqp.send_task_message(producer, name, message, headers=headers, **options)
+            # Once: a batch belongs to its connection, and kombu's retry on a new one would
+            # publish the rest of it there while what the old one held is lost. Beat
+            # publishes a failed batch again from its records (see CeleryOutbox).
+            once = options | {"retry": False}
+            amqp.send_task_message(producer, name, message, headers=headers, **once)
             return
         with app.producer_or_acquire() as pooled:
             if not ignore_result:
@@ -207,47 +211,52 @@ class AmqpPublishBatch:
     than one ``sendall`` a message.
 
     Over a socket to a local RabbitMQ each write also runs the broker's side of
-    the delivery in the kernel, and was a fifth of beat's publishing CPU; the
+    the delivery in the kernel, and was a fifth of beat's publishing CPU. The
     messages, their order and their properties are py-amqp's own, written by
-    ``basic_publish`` (which still drains the socket for a ``connection.blocked``
-    notice before each). Any other write on the connection (a declaration, a
-    heartbeat) first sends what is held, so a request that waits for its answer
-    is never held back. Not with publisher confirms, where each publish waits
-    for its ack: :func:`batch_producer` offers no batch then.
+    ``basic_publish``. Only its ``Basic.Publish`` frames and their content are
+    held: any other frame (a declaration, which waits for its answer; what
+    py-amqp writes back when the broker closes a channel) sends what is held,
+    then itself, at once. Not with publisher confirms, where each publish
+    waits for its ack: :func:`batch_producer` offers no batch then.
 
-    A failed write leaves the delivery of the batch uncertain, as a Redis
-    pipeline does; beat then marks none of it sent and publishes it again.
+    As with a Redis pipeline, a broker error while the batch publishes or
+    writes leaves its delivery uncertain: it is raised as kombu's
+    ``BatchPublishError``, which kombu does not retry on a new connection
+    (the batch's session belongs to the old one) and beat takes as a failed
+    batch, of which it marks nothing sent; the batch then refuses to go on.
     """
 
     def __init__(self, channel: Any, max_size: int) -> None:
         self.channel = channel
         self.max_size = max_size
-        self._transport = channel.connection.transport
+        connection = channel.connection
+        self._lost = (*connection.connection_errors, *connection.channel_errors)
+        self._transport = connection.transport
         self._send = self._transport._write
         self._held: list[bytes] = []
         self._size = 0
         self._messages = 0
-        self._publishing = False
+        self._failed: BaseException | None = None
         self._transport._write = self._write
 
     def publish(self, message: Any, **kwargs: Any) -> Any:
+        self._check()
         held = len(self._held)
-        self._publishing = True
         try:
             result = self.channel.basic_publish(message, **kwargs)
+        except self._lost as exc:
+            raise self._fail(exc) from exc
         except BaseException:
             # Not a frame of a message left half written: the stream stays whole.
             del self._held[held:]
             raise
-        finally:
-            self._publishing = False
         self._messages += 1
         if self._size >= AMQP_WRITE_BYTES or self._messages >= self.max_size:
             self.flush()
         return result
 
     def _write(self, data: bytes) -> None:
-        if self._publishing:
+        if _is_publish_frame(data):
             # py-amqp writes each frame from a buffer it reuses: hold a copy.
             self._held.append(bytes(data))
             self._size += len(data)
@@ -256,9 +265,13 @@ class AmqpPublishBatch:
         self._send(data)
 
     def flush(self) -> None:
+        self._check()
         held, self._held, self._size, self._messages = self._held, [], 0, 0
         if held:
-            self._send(b"".join(held))
+            try:
+                self._send(b"".join(held))
+            except self._lost as exc:
+                raise self._fail(exc) from exc
 
     def discard(self) -> None:
         self._held, self._size, self._messages = [], 0, 0
@@ -266,6 +279,32 @@ class AmqpPublishBatch:
     def close(self) -> None:
         self.discard()
         self._transport._write = self._send
+
+    def _fail(self, exc: BaseException) -> kombu.exceptions.BatchPublishError:
+        self._failed = exc
+        self.discard()
+        return kombu.exceptions.BatchPublishError(
+            f"RabbitMQ publish batch failed; delivery is uncertain: {exc!r}"
+        )
+
+    def _check(self) -> None:
+        if self._failed is not None:
+            raise kombu.exceptions.BatchPublishError(
+                "RabbitMQ publish batch cannot go on after a failure"
+            ) from self._failed
+
+
+#: The start of a ``Basic.Publish`` method frame: frame type 1, then (after the channel
+#: and the size) class 60, method 40.
+_PUBLISH_METHOD = b"\x00\x3c\x00\x28"
+
+
+def _is_publish_frame(data: bytes) -> bool:
+    """Whether py-amqp's write is a message: its ``Basic.Publish`` frame (with, for a
+    message that fits one frame, its content), or a content frame of a larger one (types
+    2 and 3; beat's connection sends no other content)."""
+    kind = data[0] if data else None
+    return (kind == 1 and bytes(data[7:11]) == _PUBLISH_METHOD) or kind in (2, 3)
 
 
 #: Bytes of a batch's frames held before they are written (a write a hundred messages).

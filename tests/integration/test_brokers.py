@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import socket
 import uuid
 from datetime import timedelta
 from itertools import pairwise
@@ -25,6 +26,7 @@ import pytest
 from celery import Celery
 from celery.signals import before_task_publish
 from kombu import Queue
+from kombu.exceptions import BatchPublishError
 
 from bridge.celery.broker import Publisher, batch_producer
 from bridge.clock import utcnow
@@ -261,6 +263,37 @@ def test_a_batch_on_rabbitmq_delivers_every_message_in_order(amqp_url: str) -> N
             connection.default_channel.queue_delete(queue)
     assert got[first] == list(range(150))
     assert got[second] == list(range(150, 301))
+
+
+def test_a_batch_on_rabbitmq_that_loses_its_connection_fails_whole(amqp_url: str) -> None:
+    """The connection drops in the middle of a batch: kombu must not publish the rest
+    on a new connection (what the batch held is lost, its delivery uncertain), so the
+    batch fails with kombu's ``BatchPublishError``, which beat takes as a failed batch
+    and marks nothing of it sent, and refuses any further message."""
+    app = Celery("cut", broker=amqp_url, set_as_current=False)
+    queue = f"cut-{uuid.uuid4().hex[:8]}"
+    with app.connection_for_write() as connection:
+        producer = batch_producer(app, connection)
+        failures: list[BaseException] = []
+
+        def cut_batch() -> None:
+            with producer.batch(max_size=500):
+                for i in range(5):
+                    app.send_task("tests.nothing", args=[i], producer=producer, queue=queue)
+                producer.channel.connection.transport.sock.shutdown(socket.SHUT_RDWR)
+                for i in range(5, 10):
+                    try:
+                        app.send_task("tests.nothing", args=[i], producer=producer, queue=queue)
+                    except BatchPublishError as exc:
+                        failures.append(exc)
+
+        with pytest.raises(BatchPublishError):
+            cut_batch()
+        assert len(failures) == 5  # the first after the cut, and every one after it
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        assert channel.queue_declare(queue, passive=True).message_count == 0
+        channel.queue_delete(queue)
 
 
 @pytest.mark.parametrize("pooled", [False, True], ids=["beat", "api"])

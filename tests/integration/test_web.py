@@ -534,11 +534,11 @@ def test_run_now_cancel_and_retry(deployment: Deployment) -> None:
     cancelled = deployment.admin.post(
         f"/api/v1/runs/{run['id']}/cancel",
         json={"terminate": True, "note": "stuck"},
-        headers={"X-Bridge-Actor": "alice"},
+        headers={"X-Bridge-Actor": "Älice ✓".encode()},  # sent as UTF-8
     )
     assert cancelled.status_code == 200, cancelled.text
     assert cancelled.json()["status"] == "REVOKED"
-    assert cancelled.json()["error"] == "cancelled by http:admin@127.0.0.1 (alice): stuck"
+    assert cancelled.json()["error"] == "cancelled by http:admin@127.0.0.1 (Älice ✓): stuck"
     again = deployment.admin.post(f"/api/v1/runs/{run['id']}/cancel")
     assert again.status_code == 409
     # The worker ended the task: the slot is free well before its 30 s.

@@ -20,6 +20,7 @@ from bridge.manage.web.security import (
     bearer,
     check_bind,
     csrf_token,
+    header_text,
     is_loopback,
     session_cookie,
     session_secret,
@@ -255,6 +256,10 @@ def test_bearer_headers_and_actors() -> None:
     assert actor("read", None, " alice\n\x1b[31m ") == "http:read@unknown (alice[31m)"
     assert actor("admin", "::1", "x" * 100) == f"http:admin@::1 ({'x' * 64})"
     assert actor("ci-deploy", "10.0.0.7") == "http:ci-deploy@10.0.0.7"
+    # Starlette reads a header's bytes as Latin-1: UTF-8 is read back as what was sent.
+    assert header_text("Élise ✓".encode().decode("latin-1")) == "Élise ✓"
+    assert header_text("\xe9lise") == "\xe9lise"  # not UTF-8: kept as Latin-1 read it
+    assert header_text("alice") == "alice" and header_text(None) is None
 
 
 def test_settings_never_repeat_a_token() -> None:

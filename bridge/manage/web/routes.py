@@ -32,6 +32,7 @@ from bridge.manage.web.security import (
     actor,
     bearer,
     caller_of,
+    header_text,
 )
 from bridge.rules import values
 from bridge.rules.tokens import may_be_named_token
@@ -106,7 +107,9 @@ async def _bridge_for(
         raise NotAllowed(caller.access, needed)
     if api:
         known_parameters(request)
-    return bridge.acting_as(actor(caller.name, client, request.headers.get(ACTOR_HEADER)))
+    return bridge.acting_as(
+        actor(caller.name, client, header_text(request.headers.get(ACTOR_HEADER)))
+    )
 
 
 def check_caller(request: Request) -> None:

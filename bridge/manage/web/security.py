@@ -174,6 +174,22 @@ def bearer(authorization: str | None) -> str | None:
     return token.strip() or None if scheme.lower() == "bearer" else None
 
 
+def header_text(value: str | None) -> str | None:
+    """A header's text as the client wrote it.
+
+    HTTP carries a header's bytes, which Starlette reads as Latin-1; a client
+    writing beyond ASCII sends UTF-8 (curl from a UTF-8 terminal, httpx, browsers'
+    ``fetch``), and ``Élise`` would otherwise be kept as ``Ã\x89lise``. Bytes that
+    are not UTF-8 stay as Latin-1 read them.
+    """
+    if value is None or value.isascii():
+        return value
+    try:
+        return value.encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return value
+
+
 def actor(name: str, client_host: str | None, claimed: str | None = None) -> str:
     """Who the audit log says made a change over HTTP: the token's name (``admin`` and
     ``read`` for the settings tokens), the client's address, and the name the client gave

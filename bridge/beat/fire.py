@@ -484,7 +484,9 @@ class FireSequence:
         """Publish every PENDING run of the batch over one producer, in pipelined batches.
 
         Kombu's publish batch sends the messages to Redis in pipelines of
-        :data:`PUBLISH_PIPELINE` (other transports publish each at once). A
+        :data:`PUBLISH_PIPELINE`, and to RabbitMQ 64 KiB at a time
+        (:class:`~bridge.celery.broker.AmqpPublishBatch`); other transports publish
+        each at once. A
         broker failure discards what was not yet flushed and leaves the
         delivery of the rest uncertain, so nothing of the batch is marked
         SENT: resuming publishes them again under the same ids, which a
@@ -492,6 +494,7 @@ class FireSequence:
         """
         published = _Published()
         try:
+            self.outbox.begin()
             producer = self.outbox.producer()
             with producer.batch(max_size=PUBLISH_PIPELINE):
                 for fire in fires:

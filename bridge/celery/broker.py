@@ -357,6 +357,24 @@ class CeleryOutbox:
             self._producer = batch_producer(self.app, self._connection)
         return self._producer
 
+    def begin(self) -> None:
+        """Before a batch, look on a py-amqp connection for the broker having closed it
+        (a restart, its heartbeat timeout while beat was idle): one read that finds
+        nothing when it is alive. Beat publishes a batch once, without kombu's retry
+        (see :class:`AmqpPublishBatch`), so a connection found closed only by the
+        batch's first message would fail a tick; it is dropped here instead, and the
+        batch connects afresh. Other transports reconnect by themselves."""
+        channel = getattr(self._producer, "channel", None)
+        if not isinstance(channel, amqp.Channel):
+            return
+        try:
+            channel.connection.drain_events(timeout=0)
+        except TimeoutError:  # nothing to read: the connection is alive
+            return
+        except self.errors() as exc:
+            logger.debug("bridge: the broker closed beat's connection: %s", exc)
+            self.drop()
+
     def errors(self) -> tuple[type[BaseException], ...]:
         """The errors that mean the broker cannot be reached or took a batch in part.
 

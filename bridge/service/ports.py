@@ -30,6 +30,11 @@ class Outbox(Protocol):
         """The producer to hand :meth:`Broker.publish`, connected if it was not."""
         ...
 
+    def begin(self) -> None:
+        """Before a batch: forget a connection the broker has closed since the last one,
+        so the batch is published over a new one rather than failing."""
+        ...
+
     def errors(self) -> tuple[type[BaseException], ...]:
         """The errors that mean the broker cannot be reached or took a batch in part:
         the run is to be sent again later, not ended."""

@@ -16,6 +16,7 @@ import ast
 import json
 import re
 import socket
+import subprocess
 import uuid
 from datetime import timedelta
 from itertools import pairwise
@@ -28,7 +29,7 @@ from celery.signals import before_task_publish
 from kombu import Queue
 from kombu.exceptions import BatchPublishError
 
-from bridge.celery.broker import Publisher, batch_producer
+from bridge.celery.broker import CeleryOutbox, Publisher, batch_producer
 from bridge.clock import utcnow
 from bridge.rules.kinds import Trigger
 from bridge.rules.runs import Envelope, Payload
@@ -293,6 +294,60 @@ def test_a_batch_on_rabbitmq_that_loses_its_connection_fails_whole(amqp_url: str
     with app.connection_for_write() as connection:
         channel = connection.default_channel
         assert channel.queue_declare(queue, passive=True).message_count == 0
+        channel.queue_delete(queue)
+
+
+def test_beat_connects_afresh_when_rabbitmq_closed_its_connection_between_batches(
+    amqp_url: str,
+) -> None:
+    """RabbitMQ closes beat's idle connection (a restart, a missed heartbeat): beat
+    publishes each message once, without kombu's retry, so the next batch would fail;
+    before it starts, the outbox finds the connection closed and connects afresh."""
+    app = Celery("closed", broker=amqp_url, set_as_current=False)
+    queue = f"closed-{uuid.uuid4().hex[:8]}"
+    app.conf.task_default_queue = queue
+    outbox = CeleryOutbox(app)
+    publisher = Publisher(app)
+
+    def batch(count: int) -> None:
+        outbox.begin()
+        producer = outbox.producer()
+        with producer.batch(max_size=500):
+            for i in range(count):
+                envelope = Envelope(str(uuid.uuid4()), i, "closed", utcnow(), Trigger.SCHEDULED)
+                publisher.publish(
+                    Payload("tests.nothing", [i], {}, {}), envelope, utcnow(), producer
+                )
+
+    try:
+        batch(3)
+        first = outbox.producer()
+        port = first.channel.connection.transport.sock.getsockname()[1]
+        listed = subprocess.run(
+            ["rabbitmqctl", "-q", "list_connections", "pid", "peer_port"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
+        pid = next(line.split()[0] for line in listed.splitlines() if line.endswith(f"\t{port}"))
+        subprocess.run(
+            ["rabbitmqctl", "close_connection", pid, "closed by the test"],
+            capture_output=True,
+            check=True,
+            timeout=30,
+        )  # RabbitMQ has sent its Connection.Close when the command returns
+        batch(2)
+        assert outbox.producer() is not first
+    finally:
+        outbox.drop()
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        wait_for(
+            lambda: channel.queue_declare(queue, passive=True).message_count == 5,
+            10,
+            what="the five messages queued",
+        )
         channel.queue_delete(queue)
 
 

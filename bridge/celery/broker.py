@@ -266,7 +266,8 @@ class AmqpPublishBatch:
 
     def flush(self) -> None:
         self._check()
-        held, self._held, self._size, self._messages = self._held, [], 0, 0
+        held = self._held
+        self.discard()
         if held:
             try:
                 self._send(b"".join(held))

@@ -286,8 +286,9 @@ class TaskExecution(Base):
     canvas_left: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     __table_args__ = (
-        # One record per occurrence, whoever writes it.
-        UniqueConstraint("periodic_task_id", "plan_time", "attempt"),
+        # One record per occurrence, whoever writes it; on PostgreSQL with the status, so
+        # that the dashboard's strips are read from the index alone (0022).
+        UniqueConstraint("periodic_task_id", "plan_time", "attempt", postgresql_include=["status"]),
         # The non-final check and the history listing.
         Index("ix_task_execution_schedule_status", "periodic_task_id", "status"),
         # Each schedule's open runs alone, read by beat for every row it fires (0010).

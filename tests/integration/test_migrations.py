@@ -3,9 +3,12 @@ the migrations fill from the runs, and which schema a process refuses."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+import sqlalchemy
 
 from bridge import Bridge
 from bridge.rules.releases import Fit
@@ -44,7 +47,7 @@ def test_upgrade_keeps_schedules_due_when_they_were_and_gives_them_default_polic
     next_occurrence, *policies = row
     assert str(next_occurrence).startswith("2026-12-01 09:00:00")
     assert policies == ["latest", 0, 1, "next", 0, None, None]
-    assert rows(db_url, "SELECT version_num FROM alembic_version") == [("0021",)]
+    assert rows(db_url, "SELECT version_num FROM alembic_version") == [("0022",)]
 
 
 @on_every_store
@@ -89,8 +92,8 @@ def test_the_counters_of_ended_runs_start_from_the_records_there(db_url: str) ->
 def test_migrate_says_from_which_revision_to_which(db_url: str) -> None:
     database = database_for(db_url)
     assert database.migrate("0005") == (None, "0005")
-    assert database.migrate() == ("0005", "0021")
-    assert database.migrate() == ("0021", "0021")
+    assert database.migrate() == ("0005", "0022")
+    assert database.migrate() == ("0022", "0022")
     assert rows(db_url, "SELECT id, oldest_release FROM schema_release") == [(1, "0.2.0")]
     database.dispose()
 
@@ -174,14 +177,65 @@ def test_schedule_pages_keep_room_for_updates_on_postgresql(pg_url: str) -> None
     database.dispose()
 
 
+def test_a_schedules_strip_is_read_from_the_index_alone_on_postgresql(pg_url: str) -> None:
+    """Migration 0022: the unique index of a schedule's runs carries their status, so the
+    dashboard's strips need no read of the table's pages; the index still refuses a second
+    record of an occurrence."""
+    database = database_for(pg_url)
+    database.migrate("0021")
+    database.migrate()
+    from workers.app import app
+
+    api = Bridge(app, database_url=pg_url)
+    schedule_id = api.add("strip", task="workers.app.quick", timer="every 1h").id
+    record = (
+        "INSERT INTO task_execution (id, periodic_task_id, task, plan_time, attempt, trigger,"
+        " status, updated_at) VALUES (:id, :s, 'workers.app.quick', :t, 1, 'scheduled',"
+        " 'SUCCESS', :t)"
+    )
+    at = datetime(2026, 12, 1, 9, 0)
+    for hour in range(3):
+        execute(pg_url, record, id=f"run-{hour}", s=schedule_id, t=at + timedelta(hours=hour))
+    with pytest.raises(sqlalchemy.exc.IntegrityError):
+        execute(pg_url, record, id="again", s=schedule_id, t=at)
+    engine = sqlalchemy.create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        connection.execute(sqlalchemy.text("VACUUM ANALYZE task_execution"))
+        connection.execute(sqlalchemy.text("SET enable_seqscan = off"))
+        plan = connection.execute(
+            sqlalchemy.text(
+                "EXPLAIN (ANALYZE, FORMAT JSON) SELECT plan_time, status FROM task_execution"
+                " WHERE periodic_task_id = :s ORDER BY plan_time DESC, attempt DESC LIMIT 20"
+            ),
+            {"s": schedule_id},
+        ).scalar_one()
+    engine.dispose()
+    scans = [node for node in _plan_nodes(plan[0]["Plan"]) if "Scan" in node["Node Type"]]
+    assert [(node["Node Type"], node["Index Name"], node["Heap Fetches"]) for node in scans] == [
+        ("Index Only Scan", "uq_task_execution_periodic_task_id_plan_time_attempt", 0)
+    ]
+    assert [at for at, _ in api.recent_statuses([schedule_id])[schedule_id]] == [
+        "2026-12-01T09:00:00Z",
+        "2026-12-01T10:00:00Z",
+        "2026-12-01T11:00:00Z",
+    ]
+    database.dispose()
+
+
+def _plan_nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from _plan_nodes(child)
+
+
 @on_every_store
 def test_a_schema_a_later_release_needs_is_refused_and_left_as_it_is(db_url: str) -> None:
     database = database_for(db_url)
     database.migrate()
-    execute(db_url, "UPDATE alembic_version SET version_num = '0022'")
+    execute(db_url, "UPDATE alembic_version SET version_num = '0023'")
     # A later revision that this release may run beside.
     database.require_schema("0.2.0")
-    assert database.migrate() == ("0022", "0022")
+    assert database.migrate() == ("0023", "0023")
     execute(db_url, "UPDATE schema_release SET oldest_release = '0.3.0'")
     with pytest.raises(SchemaMismatch) as refused:
         database.require_schema("0.2.0")
@@ -189,7 +243,7 @@ def test_a_schema_a_later_release_needs_is_refused_and_left_as_it_is(db_url: str
     assert "needs celery-periodic-bridge 0.3.0 or later" in str(refused.value)
     with pytest.raises(SchemaMismatch):
         database.migrate()
-    assert rows(db_url, "SELECT version_num FROM alembic_version") == [("0022",)]
+    assert rows(db_url, "SELECT version_num FROM alembic_version") == [("0023",)]
     database.dispose()
 
 

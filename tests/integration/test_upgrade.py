@@ -46,7 +46,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_upgrade")]
 #: The commit of release 0.1.0, whose schema is at revision 0005.
 PREVIOUS = "7e0381f"
 #: The revision 0.1.0 leaves, and the one this release expects.
-PREVIOUS_REVISION, HEAD = "0005", "0021"
+PREVIOUS_REVISION, HEAD = "0005", "0022"
 #: The tables of 0.1.0, every row of which is compared before and after the upgrade.
 TABLES = ("periodic_task", "task_execution", "beat_instance", "worker_instance")
 

@@ -882,6 +882,10 @@ def streaks_after(state: State, failed: bool, at: datetime, thresholds: Threshol
     return Streaks(0, successes, state.failing_since)
 
 
+#: How the note of a schedule the breaker disabled begins; what follows says why.
+BROKEN_NOTE = "broken: "
+
+
 @dataclass(frozen=True)
 class Settlement:
     """Changes to a schedule after one of its runs ended (None: leave the column)."""
@@ -937,7 +941,7 @@ def _settle(
         note = None
         if policies.max_failures is not None and streak >= policies.max_failures:
             last_error = (outcome.error or outcome.status.value).splitlines()[0]
-            note = f"broken: {streak} consecutive failed runs; last error: {last_error}"
+            note = f"{BROKEN_NOTE}{streak} consecutive failed runs; last error: {last_error}"
         return replace(
             _after_completion(state, outcome, is_latest),
             streaks=streaks,

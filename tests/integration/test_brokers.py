@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import select
 import socket
 import subprocess
 import uuid
@@ -291,6 +292,35 @@ def test_a_batch_on_rabbitmq_that_loses_its_connection_fails_whole(amqp_url: str
         with pytest.raises(BatchPublishError):
             cut_batch()
         assert len(failures) == 5  # the first after the cut, and every one after it
+    with app.connection_for_write() as connection:
+        channel = connection.default_channel
+        assert channel.queue_declare(queue, passive=True).message_count == 0
+        channel.queue_delete(queue)
+
+
+def test_a_batch_on_rabbitmq_reads_what_the_broker_said_before_it_writes(amqp_url: str) -> None:
+    """A message to an exchange that does not exist: RabbitMQ closes the channel once the
+    batch is written. The next batch reads what the broker said before it writes: it
+    finds the channel closed and fails whole, sending nothing."""
+    app = Celery("told", broker=amqp_url, set_as_current=False)
+    queue = f"told-{uuid.uuid4().hex[:8]}"
+    with app.connection_for_write() as connection:
+        connection.default_channel.queue_declare(queue)
+        producer = batch_producer(app, connection)
+        with producer.batch(max_size=500):
+            producer.publish({"sent": "nowhere"}, exchange=f"{queue}-missing", routing_key=queue)
+        # Until RabbitMQ's word arrives: the channel's close, which py-amqp reads only when
+        # asked to.
+        readable, _, _ = select.select([producer.channel.connection.transport.sock], [], [], 10)
+        assert readable
+
+        def next_batch() -> None:
+            with producer.batch(max_size=500):
+                for i in range(3):
+                    producer.publish({"sent": i}, routing_key=queue)
+
+        with pytest.raises(BatchPublishError, match="NOT_FOUND"):
+            next_batch()
     with app.connection_for_write() as connection:
         channel = connection.default_channel
         assert channel.queue_declare(queue, passive=True).message_count == 0

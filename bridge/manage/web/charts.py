@@ -25,13 +25,19 @@ RUNS_SHOWN = 100
 @dataclass(frozen=True)
 class Mark:
     """One run in the picture: where its duration and its start delay go, and what
-    hovering it says."""
+    hovering it says: its plan time (in UTC until the page's script writes it in the
+    browser's zone), then ``said``."""
 
     x: float
     duration_y: float | None
     delay_y: float | None
     failed: bool
-    title: str
+    at: datetime
+    said: str
+
+    @property
+    def title(self) -> str:
+        return f"{self.at.isoformat()}: {self.said}"
 
 
 @dataclass(frozen=True)
@@ -76,8 +82,9 @@ def duration_chart(runs: Sequence[Run]) -> DurationChart | None:
             duration_y=y(run.runtime or 0.0),
             delay_y=y(delay),
             failed=RunStatus(run.status) in (RunStatus.FAILURE, RunStatus.LOST),
-            title=f"{run.plan_time.isoformat() if run.plan_time else '-'}: {run.status},"
-            f" ran {run.runtime:.3f} s, started {delay:.3f} s after its plan time",
+            at=run.plan_time,  # type: ignore[arg-type]  # every run drawn has one
+            said=f"{run.status}, ran {run.runtime:.3f} s,"
+            f" started {delay:.3f} s after its plan time",
         )
         for index, (run, delay) in enumerate(zip(ended, delays, strict=True))
     ]

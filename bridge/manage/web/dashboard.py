@@ -67,6 +67,7 @@ from bridge.manage.web.charts import (
 )
 from bridge.manage.web.marks import (
     Written,
+    broken_reason,
     health_html,
     schedule_row_html,
     shown,
@@ -368,6 +369,7 @@ templates.env.globals.update(
     status_marks=STATUS_MARKS,
     gap_marks=GAP_MARKS,
     strip_html=strip_html,
+    broken_reason=broken_reason,
     when_html=when_html,
     status_html=status_html,
     health_html=health_html,
@@ -511,6 +513,11 @@ QUEUES_FRESH_FOR = 5.0
 QUEUE_NAMES_FRESH_FOR = 60.0
 
 
+#: The health states that need an operator, named on the overview when no incident is open
+#: for them yet.
+TROUBLED = ("broken", "failing", "late", "overrun")
+
+
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request) -> HTMLResponse:
     bridge, viewer = _reader(request)
@@ -526,6 +533,8 @@ def overview(request: Request) -> HTMLResponse:
         total=sum(counts.values()),
         status=status,
         attention=attention,
+        troubled=[state for state in TROUBLED if counts.get(state)],
+        filters=STATE_FILTERS,
         queues=request.app.state.queues.get(),
         timeline=timeline,
         label_rates=label_rates,

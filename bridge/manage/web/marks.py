@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from markupsafe import Markup
 
 from bridge.manage.api import Schedule
+from bridge.rules.decisions import BROKEN_NOTE
 from bridge.rules.health import Health
 
 
@@ -177,7 +178,7 @@ def schedule_row_html(
     if schedule.broken:
         cells.append(
             '\n<span class="badge health-broken">broken</span>'
-            f' <span class="reason">{_text(schedule.note)}</span>'
+            f' <span class="reason">{_text(broken_reason(schedule.note))}</span>'
         )
     elif schedule.health == _FINISHED:
         cells.append(
@@ -219,3 +220,8 @@ _ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", 
 _SPECIAL = re.compile("[&<>\"']")
 _NONE = '<span class="none">-</span>'
 _FINISHED = Health.FINISHED.value
+
+
+def broken_reason(note: str | None) -> str:
+    """Why a broken schedule broke: its note, less the word its badge already says."""
+    return (note or "").removeprefix(BROKEN_NOTE)

@@ -134,8 +134,16 @@ POLICY_CHOICES = {
     },
 }
 
-#: Values a policy that also takes durations is often given, offered as suggestions.
-POLICY_SUGGESTIONS = {"expires": ("next", "never", "10m", "1h")}
+#: Values a policy that also takes durations is often given, offered as suggestions, each
+#: with what it does.
+POLICY_SUGGESTIONS = {
+    "expires": {
+        "next": "a run not started by the following occurrence expires then",
+        "never": "a run waits for a worker however long it takes",
+        "10m": "a run not started 10 minutes after it was sent expires",
+        "1h": "a run not started an hour after it was sent expires",
+    }
+}
 
 
 #: The definition fields of a schedule besides the policies, and what each takes.

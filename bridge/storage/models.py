@@ -286,9 +286,10 @@ class TaskExecution(Base):
     canvas_left: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
     __table_args__ = (
-        # One record per occurrence, whoever writes it; on PostgreSQL with the status, so
-        # that the dashboard's strips are read from the index alone (0022).
-        UniqueConstraint("periodic_task_id", "plan_time", "attempt", postgresql_include=["status"]),
+        # One record per occurrence, whoever writes it. On PostgreSQL migration 0022 makes
+        # its index carry the status (INCLUDE), so that the dashboard's strips are read from
+        # the index alone. Not said here: SQLAlchemy 2.0.30, the oldest allowed, refuses it.
+        UniqueConstraint("periodic_task_id", "plan_time", "attempt"),
         # The non-final check and the history listing.
         Index("ix_task_execution_schedule_status", "periodic_task_id", "status"),
         # Each schedule's open runs alone, read by beat for every row it fires (0010).

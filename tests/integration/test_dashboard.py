@@ -171,6 +171,7 @@ def test_signing_in_sets_a_secure_http_only_session(site: Site) -> None:
     page.get_by_label("API token (admin or read-only)").fill("not-a-token-of-this-server")
     page.get_by_role("button", name="Sign in").click()
     assert "That token is not one this server accepts." in page.content()
+    site.shoot(page, "sign-in")
     page.get_by_label("API token (admin or read-only)").fill(ADMIN)
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(site.url + "/schedules")
@@ -435,16 +436,129 @@ def test_the_pictures_of_the_next_day_the_weeks_labels_and_a_schedules_occurrenc
     site.shoot(page, "schedule-pictures")
 
 
+def test_a_resume_that_catches_up_shows_what_it_missed_and_delete_asks_first(site: Site) -> None:
+    """Paused for a few seconds, then resumed from where it stopped under catch-up
+    ``latest``: the latest occurrence missed runs, the others are counted missed, and the
+    schedule's strip shows them with the missed mark. Deleted from its page, it is gone."""
+    site.add("catching", timer="every 1s", overlap="allow")
+    wait_for(lambda: site.runs("catching"), 30, what="a first run")
+    page = site.page()
+    page.goto(site.url + "/schedules/catching")
+    page.get_by_label("Note", exact=True).fill("maintenance")
+    page.get_by_role("button", name="Pause").click()
+    page.wait_for_url(re.compile(re.escape(site.url + "/schedules/catching?done=")))
+    paused_at = datetime.now(UTC)
+    wait_for(lambda: datetime.now(UTC) - paused_at > timedelta(seconds=4), 10, what="4 s")
+    page.locator("select[name=from]").select_option("catchup")
+    page.get_by_role("button", name="Resume").click()
+    page.wait_for_url(re.compile(re.escape(site.url + "/schedules/catching?done=")))
+    wait_for(
+        lambda: site.api.get("/api/v1/schedules/catching").json()["missed_count"] >= 2,
+        30,
+        what="the occurrences passed over to be counted",
+    )
+    page.reload()
+    missed = page.locator("#occurrences .tick.status-missed")
+    assert missed.count() >= 1 and missed.first.inner_text() == "○"
+    said = missed.first.get_attribute("title") or ""
+    assert re.search(r" GMT\+[12]: \d+ missed in the hour from then$", said), said
+    page.get_by_role("button", name="Delete").click()
+    page.wait_for_url(re.compile(re.escape(site.url + "/schedules?done=")))
+    assert site.api.get("/api/v1/schedules/catching").status_code == 404
+
+
+def test_a_backfill_fills_the_run_log_which_pages_and_the_list_filters_and_sorts(
+    site: Site,
+) -> None:
+    """A backfill of half an hour of an every-minute schedule, from its page: thirty runs
+    sent, the run log paged 25 at a time. The list found by label and by task, sorted by next
+    run; an unknown schedule's page says so."""
+    # Paused: no run of its own joins the log while it is read.
+    site.add("filled", timer="every 1m", labels=["paged"], task="workers.app.quick", enabled=False)
+    page = site.page()
+    page.goto(site.url + "/schedules/filled")
+    now = datetime.now(UTC).replace(microsecond=0)
+    page.locator("input[name=from]").fill((now - timedelta(minutes=40)).isoformat())
+    page.locator("input[name=to]").fill((now - timedelta(minutes=10, seconds=1)).isoformat())
+    page.get_by_role("button", name="Backfill").click()
+    page.wait_for_url(re.compile(re.escape(site.url + "/schedules/filled?done=")))
+    # Every minute on the grid of its creation: 29 or 30 of them in the range.
+    sent = re.fullmatch(
+        r"backfill: (\d+) runs sent, 0 already recorded", page.locator(".flash.ok").inner_text()
+    )
+    assert sent is not None and int(sent.group(1)) in (29, 30)
+    assert len(site.api.get("/api/v1/schedules/filled/runs?limit=100").json()["items"]) == int(
+        sent.group(1)
+    )
+    assert page.locator("table.runs tbody tr").count() == 25
+    total = len(site.api.get("/api/v1/schedules/filled/runs?limit=100").json()["items"])
+    page.get_by_role("link", name="Older runs").click()
+    assert page.locator("table.runs tbody tr").count() == total - 25
+    page.goto(site.url + "/schedules")
+    page.get_by_label("Label", exact=True).fill("paged")
+    page.get_by_role("button", name="Show").click()
+    assert page.locator("tbody tr[data-schedule]").evaluate_all(
+        "rows => rows.map(row => row.dataset.schedule)"
+    ) == ["filled"]
+    page.get_by_label("Label", exact=True).fill("")
+    page.get_by_label("Task", exact=True).fill("workers.app.quick")
+    page.get_by_role("button", name="Show").click()
+    assert "task=workers.app.quick" in page.url
+    assert page.locator("tr[data-schedule='filled']").count() == 1
+    # Sorted by next run: the enabled ones, each row's next run (as the page was read)
+    # soonest first.
+    site.add("sorted-late", timer="every 2h")
+    site.add("sorted-soon", timer="every 20m")
+    page.get_by_label("Task", exact=True).fill("")
+    page.get_by_label(re.compile("^Sort")).select_option("next")
+    page.get_by_role("button", name="Show").click()
+    assert "sort=next" in page.url
+    following = page.locator("tbody tr[data-schedule] td:nth-child(3) time").evaluate_all(
+        "times => times.map(time => time.getAttribute('datetime'))"
+    )
+    times = [datetime.fromisoformat(at) for at in following]
+    assert len(times) >= 3 and times == sorted(times)
+    missing = page.goto(site.url + "/schedules/no-such-schedule")
+    assert missing is not None and missing.status == 404
+    assert "no-such-schedule" in page.locator("main").inner_text()
+
+
+def test_the_list_does_not_refresh_while_a_field_is_being_typed_in(site: Site) -> None:
+    """The list refreshes itself every 10 s, but not while a field has the focus: what is
+    being typed would be lost. The page's clock is moved on rather than waited for."""
+    page = site.page()
+    page.clock.install()
+    page.goto(site.url + "/schedules")
+    asked: list[str] = []
+    page.on(
+        "request", lambda request: asked.append(request.url) if "fragment" in request.url else None
+    )
+    page.get_by_label("Name starts with").focus()
+    page.clock.run_for("00:25")
+    page.wait_for_timeout(500)
+    assert asked == []
+    page.get_by_label("Name starts with").blur()
+    page.clock.run_for("00:11")
+    wait_for(lambda: asked, 10, what="the list to refresh")
+
+
 def test_the_dark_colour_scheme_keeps_the_words_readable(site: Site) -> None:
-    """Asked for a dark scheme, the pages draw light words on a dark ground."""
+    """Asked for a dark scheme, the pages draw light words on a dark ground, their fields
+    and tables included."""
+    site.add("in the dark")
     page = site.page(scheme="dark")
-    for path in ("/", "/schedules"):
+    for path in ("/", "/schedules", "/schedules/in%20the%20dark", "/calendars", "/new"):
         page.goto(site.url + path)
-        background, colour = page.evaluate(
-            "[getComputedStyle(document.body).backgroundColor,"
-            " getComputedStyle(document.body).color]"
-        )
-        assert luminance(background) < 0.1 < 0.6 < luminance(colour), (path, background, colour)
+        for selector in ("body", "main input:not([type=checkbox]):not([type=hidden])", "th"):
+            if page.locator(selector).count() == 0:
+                continue
+            background, colour = page.locator(selector).first.evaluate(
+                "node => [getComputedStyle(node).backgroundColor, getComputedStyle(node).color]"
+            )
+            if selector != "body" and background == "rgba(0, 0, 0, 0)":
+                background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+            assert luminance(background) < 0.1 < 0.6 < luminance(colour), (path, selector)
+    page.goto(site.url + "/schedules")
     site.shoot(page, "schedules-dark")
 
 
@@ -594,6 +708,12 @@ def test_the_form_offers_each_policys_words_and_the_apps_tasks(site: Site) -> No
     offered = [option.get_attribute("value") for option in page.locator("#l-task option").all()]
     assert "workers.app.quick" in offered and offered == sorted(offered)
     assert page.get_by_label("task", exact=True).get_attribute("list") == "l-task"
+    # The expiry takes a duration too: its usual values are offered, each saying what it does.
+    expiries = page.locator("#l-expires option").all()
+    assert [option.get_attribute("label") for option in expiries][:2] == [
+        "next: a run not started by the following occurrence expires then",
+        "never: a run waits for a worker however long it takes",
+    ]
     page.get_by_label("name", exact=True).fill("chosen")
     page.get_by_label("task", exact=True).fill("workers.app.quick")
     page.get_by_label("timer", exact=True).fill("every 1h")
@@ -628,6 +748,8 @@ def test_the_form_previews_the_next_runs_and_checks_json_before_sending(site: Si
         assert "09:00:00" in theirs, run  # 09:00 in Tokyo
         assert "01:00:00" in mine or "02:00:00" in mine, run  # 00:00 UTC, in Berlin
     assert "Asia/Tokyo" in region.inner_text() and "Europe/Berlin" in region.inner_text()
+    region.scroll_into_view_if_needed()
+    site.shoot(page, "form")
     page.get_by_label("timer", exact=True).fill("0 9 * *")
     region.locator(".error").wait_for()
     assert region.locator(".error").inner_text().startswith("timer: got '0 9 * *', expected")
@@ -653,16 +775,30 @@ def test_the_form_previews_the_next_runs_and_checks_json_before_sending(site: Si
     assert httpx.get(site.url + "/forecast.json", params={"timer": "@daily"}).status_code == 303
 
 
-def every_match(site: Site, page: Any, action: str, confirm: str) -> str:
-    """A bulk action on every schedule the list's filter ``bulk-`` matches, confirmed with
-    the button ``confirm``: the message the list then shows."""
+def ask_every_match(site: Site, page: Any, action: str, label: str = "") -> str:
+    """Ask for a bulk action (with its ``label``) on every schedule the list's filter
+    ``bulk-`` matches: the heading of the page that asks again."""
     page.goto(site.url + "/schedules?q=bulk-")
     page.get_by_label("With the ticked schedules").select_option(action)
+    if label:
+        page.get_by_label("label to add or remove").fill(label)
     page.get_by_label("every schedule this filter matches").check()
     page.get_by_role("button", name="Apply…").click()
-    page.get_by_role("button", name=confirm).click()
+    return str(page.locator("h1").inner_text())
+
+
+def confirm(site: Site, page: Any, button: str) -> str:
+    """Confirm a bulk action with its ``button``: the message the list then shows."""
+    page.get_by_role("button", name=button).click()
     page.wait_for_url(re.compile(re.escape(site.url + "/schedules?done=")))
     return str(page.locator(".flash.ok").inner_text())
+
+
+def every_match(site: Site, page: Any, action: str, button: str) -> str:
+    """A bulk action on every schedule the list's filter ``bulk-`` matches, confirmed with
+    its ``button``: the message the list then shows."""
+    ask_every_match(site, page, action)
+    return confirm(site, page, button)
 
 
 def test_bulk_actions_say_how_many_and_change_each_schedule_on_its_own(site: Site) -> None:
@@ -689,19 +825,29 @@ def test_bulk_actions_say_how_many_and_change_each_schedule_on_its_own(site: Sit
     assert sorted(e["schedule_name"] for e in paused) == ["bulk-a", "bulk-b"]
     assert all(e["actor"].endswith("(dashboard)") for e in paused)
     # Every match of the filter, whatever is ticked: the page says how many.
-    page.goto(site.url + "/schedules?q=bulk-")
-    page.get_by_label("With the ticked schedules").select_option("add label")
-    page.get_by_label("label to add or remove").fill("swept")
-    page.get_by_label("every schedule this filter matches").check()
-    page.get_by_role("button", name="Apply…").click()
-    assert page.locator("h1").inner_text() == "Add label “swept”: 3 schedules?"
-    page.get_by_role("button", name="Add label 3").click()
-    page.wait_for_url(re.compile(re.escape(site.url + "/schedules?done=")))
+    asked = ask_every_match(site, page, "add label", "swept")
+    assert asked == "Add label “swept”: 3 schedules?"
+    confirm(site, page, "Add label 3")
     listed = site.api.get("/api/v1/schedules?label=swept").json()["items"]
     assert [item["name"] for item in listed] == ["bulk-a", "bulk-b", "bulk-c"]
     # Resuming all three: the one not paused is left as it is, and said.
     told = every_match(site, page, "resume", "Resume 3")
     assert told.startswith("resume: 2 of 3 schedule(s); 1 left as they were (the first: bulk-c:")
+    # The label taken off every match again; the page that asks is the one pictured.
+    asked = ask_every_match(site, page, "remove label", "swept")
+    assert asked == "Remove label “swept”: 3 schedules?"
+    site.shoot(page, "bulk")
+    confirm(site, page, "Remove label 3")
+    assert site.api.get("/api/v1/schedules?label=swept").json()["items"] == []
+    # A run of the one ticked, sent now.
+    page.goto(site.url + "/schedules?q=bulk-")
+    page.get_by_label("tick bulk-c").check()
+    page.get_by_label("With the ticked schedules").select_option("run")
+    page.get_by_role("button", name="Apply…").click()
+    assert page.locator("h1").inner_text() == "Run: 1 schedule?"
+    confirm(site, page, "Run 1")
+    assert "manual" in [run["trigger"] for run in site.runs("bulk-c")]
+    assert "manual" not in [run["trigger"] for run in site.runs("bulk-a")]
     # A forged form ticking thousands: refused whole as a form of too many fields.
     csrf = page.locator("input[name=csrf]").first.get_attribute("value")
     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
@@ -812,9 +958,11 @@ def test_a_read_only_session_sees_no_action_and_is_refused_one(site: Site) -> No
         assert response is not None and response.status == 403, path
         assert page.locator("main form").count() == 0, path
         assert "needs the admin token" in page.locator("main").inner_text(), path
-    for path in ("/", "/schedules", "/schedules/look-only"):
+    for path in ("/", "/schedules", "/calendars", "/schedules/look-only"):
         page.goto(site.url + path)
         assert page.locator("main form[method=post]").count() == 0, path
+        assert page.locator("main input[type=checkbox]").count() == 0, path
+    site.shoot(page, "schedule-read-only")
     cookies = {c["name"]: c["value"] for c in page.context.cookies()}
     refused = httpx.post(
         site.url + "/schedules/look-only/pause", data={"note": "x"}, cookies=cookies
@@ -961,6 +1109,7 @@ def test_the_calendars_page_lists_each_calendar_and_who_skips_it(site: Site) -> 
     row = page.locator('tr[data-calendar="shut-days"]')
     assert row.locator("td").nth(1).inner_text() == "dates"
     assert "2026-12-24, 2026-12-25, 2026-12-26 and 1 more" in row.inner_text()
+    site.shoot(page, "calendars")
     row.get_by_role("link", name="skips shut days").click()
     page.wait_for_url(site.url + "/schedules/skips%20shut%20days")
 

@@ -9,8 +9,9 @@ status (``INCLUDE``), so a strip is read from the index alone once vacuum has
 marked the table's pages all-visible. MySQL, MariaDB and SQLite have no
 ``INCLUDE``: their index is left as it is.
 
-The index is built again under the table's lock: on PostgreSQL about a
-second a million runs, while nothing can record a run.
+The index is built again under the table's lock (``ACCESS EXCLUSIVE``): on
+PostgreSQL about a second a million runs, while nothing reads or records a
+run. ``INCLUDE`` needs PostgreSQL 11 or later.
 
 Revision ID: 0022
 Revises: 0021

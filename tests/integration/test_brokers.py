@@ -300,8 +300,9 @@ def test_a_batch_on_rabbitmq_that_loses_its_connection_fails_whole(amqp_url: str
 
 def test_a_batch_on_rabbitmq_reads_what_the_broker_said_before_it_writes(amqp_url: str) -> None:
     """A message to an exchange that does not exist: RabbitMQ closes the channel once the
-    batch is written. The next batch reads what the broker said before it writes: it
-    finds the channel closed and fails whole, sending nothing."""
+    batch is written. Before the next batch writes anything, what the broker said is
+    read (py-amqp reads the socket before each publish, for a ``connection.blocked``
+    notice): the batch finds the channel closed and fails whole, sending nothing."""
     app = Celery("told", broker=amqp_url, set_as_current=False)
     queue = f"told-{uuid.uuid4().hex[:8]}"
     with app.connection_for_write() as connection:

@@ -36,7 +36,14 @@ from tests.support import (
     wait_for,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("test_dashboard")]
+pytestmark = [pytest.mark.e2e]
+
+#: The stores the site runs on. The tests of each share the site (a server, a worker and a
+#: beat), so they run in one group, one group a store: the two run side by side.
+ON_POSTGRES = pytest.param("postgres", marks=pytest.mark.xdist_group("test_dashboard_postgres"))
+ON_MARIADB = pytest.param("mariadb", marks=pytest.mark.xdist_group("test_dashboard_mariadb"))
+#: For a test of what the browser does, whatever the store: on PostgreSQL alone.
+BROWSER_ONLY = pytest.mark.parametrize("site", [ON_POSTGRES], indirect=True)
 
 ADMIN = "dashboard-admin-token-0123456789"
 READ = "dashboard-read-token-0123456789"
@@ -118,7 +125,7 @@ class Site:
         page.screenshot(path=str(self.shots / f"{name}.png"), full_page=False)
 
 
-@pytest.fixture(scope="module", params=["postgres", "mariadb"])
+@pytest.fixture(scope="module", params=[ON_POSTGRES, ON_MARIADB])
 def site(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Site]:
@@ -235,6 +242,7 @@ SHOWN_TIMES = """() => {
 }"""
 
 
+@BROWSER_ONLY
 @pytest.mark.parametrize("zone", ["Europe/Berlin", "Asia/Tokyo"])
 def test_every_page_shows_its_times_in_the_browsers_zone(site: Site, zone: str) -> None:
     """Each page opened in a browser in ``zone``: every time it shows, and every time its
@@ -369,9 +377,18 @@ def test_a_failing_schedule_turns_broken_and_shows_why(site: Site) -> None:
     page.goto(site.url + "/")
     assert page.locator(".count.health-broken .number").inner_text() != "0"
     # Named under "Needs attention" whether or not the watchdog has opened its incident yet.
-    attention = page.locator("section[aria-labelledby='attention']").inner_text()
-    assert "Nothing is wrong" not in attention
-    assert "breaks" in attention or re.search(r"No incident is open yet, but \d+ broken", attention)
+    attention = page.locator("section[aria-labelledby='attention']")
+    assert "Nothing is wrong" not in attention.inner_text()
+    if not re.search(r"No incident is open yet, but \d+ broken", attention.inner_text()):
+        # Other incidents are open, so the table is shown: breaks' own is in it once the
+        # watchdog's next pass has opened it.
+        def opened() -> bool:
+            found = site.api.get("/api/v1/incidents", params={"open": "true"}).json()["items"]
+            return any(incident["schedule_name"] == "breaks" for incident in found)
+
+        wait_for(opened, 30, what="the incident of the broken schedule")
+        page.reload()
+        assert "breaks" in attention.inner_text()
     site.shoot(page, "overview")
 
 
@@ -395,8 +412,8 @@ def test_the_pictures_of_the_next_day_the_weeks_labels_and_a_schedules_occurrenc
 
     def counted() -> bool:
         found = site.api.get("/api/v1/schedules/skips").json()
-        # Three runs that ended, so that the picture of their durations draws a line.
-        return bool(found["skipped_count"] >= 3 and found["success_count"] >= 3)
+        # Two runs that ended, so that the picture of their durations draws a line.
+        return bool(found["skipped_count"] >= 3 and found["success_count"] >= 2)
 
     wait_for(counted, 60, what="skipped occurrences and runs that succeeded")
     # A server of its own: the overview's pictures are read once a minute.
@@ -436,6 +453,7 @@ def test_the_pictures_of_the_next_day_the_weeks_labels_and_a_schedules_occurrenc
     site.shoot(page, "schedule-pictures")
 
 
+@BROWSER_ONLY
 def test_a_resume_that_catches_up_shows_what_it_missed_and_delete_asks_first(site: Site) -> None:
     """Paused for a few seconds, then resumed from where it stopped under catch-up
     ``latest``: the latest occurrence missed runs, the others are counted missed, and the
@@ -467,6 +485,7 @@ def test_a_resume_that_catches_up_shows_what_it_missed_and_delete_asks_first(sit
     assert site.api.get("/api/v1/schedules/catching").status_code == 404
 
 
+@BROWSER_ONLY
 def test_a_backfill_fills_the_run_log_which_pages_and_the_list_filters_and_sorts(
     site: Site,
 ) -> None:
@@ -523,6 +542,7 @@ def test_a_backfill_fills_the_run_log_which_pages_and_the_list_filters_and_sorts
     assert "no-such-schedule" in page.locator("main").inner_text()
 
 
+@BROWSER_ONLY
 def test_the_list_does_not_refresh_while_a_field_is_being_typed_in(site: Site) -> None:
     """The list refreshes itself every 10 s, but not while a field has the focus: what is
     being typed would be lost. The page's clock is moved on rather than waited for."""
@@ -538,8 +558,8 @@ def test_the_list_does_not_refresh_while_a_field_is_being_typed_in(site: Site) -
     page.wait_for_timeout(500)
     assert asked == []
     page.get_by_label("Name starts with").blur()
-    page.clock.run_for("00:11")
-    wait_for(lambda: asked, 10, what="the list to refresh")
+    with page.expect_request(lambda request: "fragment" in request.url, timeout=10_000):
+        page.clock.run_for("00:11")
 
 
 def test_the_dark_colour_scheme_keeps_the_words_readable(site: Site) -> None:
@@ -711,8 +731,8 @@ def test_the_form_offers_each_policys_words_and_the_apps_tasks(site: Site) -> No
     # The expiry takes a duration too: its usual values are offered, each saying what it does.
     expiries = page.locator("#l-expires option").all()
     assert [option.get_attribute("label") for option in expiries][:2] == [
-        "next: a run not started by the following occurrence expires then",
-        "never: a run waits for a worker however long it takes",
+        "a run not started by the following occurrence expires then",
+        "a run waits for a worker however long it takes",
     ]
     page.get_by_label("name", exact=True).fill("chosen")
     page.get_by_label("task", exact=True).fill("workers.app.quick")

@@ -92,7 +92,7 @@ from bridge.manage.web.security import (
 )
 from bridge.rules.calendars import CalendarKind
 from bridge.rules.definition import check_label
-from bridge.rules.health import Health
+from bridge.rules.health import TROUBLE, Health
 from bridge.rules.kinds import NON_FINAL_STATUSES, RunStatus
 from bridge.rules.policy import POLICY_NAMES, Policies
 from bridge.rules.stats import success_rate
@@ -513,9 +513,9 @@ QUEUES_FRESH_FOR = 5.0
 QUEUE_NAMES_FRESH_FOR = 60.0
 
 
-#: The health states that need an operator, named on the overview when no incident is open
-#: for them yet.
-TROUBLED = ("broken", "failing", "late", "overrun")
+#: The health states the watchdog opens incidents for, named on the overview while no
+#: incident is open yet.
+TROUBLED = tuple(health.value for health in Health if health in TROUBLE)
 
 
 @router.get("/", response_class=HTMLResponse)
